@@ -1,0 +1,357 @@
+//! Line diffs with line numbers, as the file tools show them to the model.
+//!
+//! [`diff`] compares two texts line by line and renders the changes as unified hunks with three
+//! lines of context. The format, exactly:
+//!
+//! ```text
+//! @@ -10,3 +10,3 @@
+//! 10   fn main() {
+//! 11 -     let x = 1;
+//! 11 +     let x = 2;
+//! ```
+//!
+//! - Each hunk starts with a header `@@ -a,b +c,d @@`: `a` is the first old line of the hunk
+//!   (1-based) and `b` the number of old lines it covers, `c` and `d` the same for the new text.
+//!   The count is always written. As in GNU diff, a range covering no line gives as its start the
+//!   line before it (`-0,0` for an empty old text).
+//! - Each line of a hunk is `<number> <marker> <content>`: the marker is a space for a context
+//!   line, `-` for a removed line and `+` for an added one; the number is the line's number in
+//!   the new text for context and added lines and in the old text for removed lines,
+//!   right-aligned to the width of the largest number in the whole diff. The content is the line
+//!   without its line ending (`\n` or `\r\n`). A line whose content is empty ends after its
+//!   marker, with no trailing space (a context line after its number).
+//! - A line that has no final newline (the last line of a text) is followed by the line
+//!   `\ No newline at end of file`, as in git.
+//! - Lines are separated by `\n`; the text has no trailing newline. Two identical texts give an
+//!   empty text.
+//!
+//! The diff runs under a deadline ([`DEADLINE`]): past it the algorithm settles for a correct but
+//! possibly larger diff, so a pathological input cannot stall a call.
+
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::time::Duration;
+
+use similar::{Algorithm, ChangeTag, DiffTag, TextDiff};
+
+/// How long the diff algorithm may search for a minimal diff before approximating.
+pub const DEADLINE: Duration = Duration::from_millis(200);
+
+/// Lines of unchanged context around each change.
+pub const CONTEXT: usize = 3;
+
+/// The line printed after a line that has no final newline.
+pub const NO_NEWLINE: &str = "\\ No newline at end of file";
+
+/// A rendered diff and its summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineDiff {
+    /// The hunks, in the format described in the [module documentation](self).
+    pub text: String,
+    /// The lines of the diff left out of `text` to keep it within the requested limit.
+    pub omitted_lines: usize,
+    /// Lines added (present in the new text only).
+    pub added: usize,
+    /// Lines deleted (present in the old text only).
+    pub deleted: usize,
+    /// The 1-based line of the new text where the first change is, or none when the texts are
+    /// identical. A change that removes the end of the text points at the new text's last line.
+    pub first_changed_line: Option<u32>,
+}
+
+impl LineDiff {
+    /// Whether the two texts differ.
+    pub fn changed(&self) -> bool {
+        self.first_changed_line.is_some()
+    }
+
+    /// Drops whole lines from the end of the text until it holds at most `max_chars`
+    /// characters, counting them in [`LineDiff::omitted_lines`].
+    pub fn shrink_to(&mut self, max_chars: usize) {
+        let mut chars = self.text.chars().count();
+        while chars > max_chars {
+            let cut = self.text.rfind('\n').unwrap_or(0);
+            chars -= self.text[cut..].chars().count();
+            self.text.truncate(cut);
+            self.omitted_lines += 1;
+        }
+    }
+}
+
+/// Diffs `old` against `new`. The text holds the whole lines of the diff that fit in `max_chars`
+/// characters, from the start; [`LineDiff::omitted_lines`] says how many did not fit. The
+/// counts always cover the whole diff.
+pub fn diff(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
+    let text_diff = TextDiff::configure()
+        .algorithm(Algorithm::Myers)
+        .timeout(DEADLINE)
+        .diff_lines(old, new);
+
+    let mut added = 0;
+    let mut deleted = 0;
+    let mut first: Option<usize> = None;
+    for op in text_diff.ops() {
+        let (tag, old_range, new_range) = op.as_tag_tuple();
+        if tag == DiffTag::Equal {
+            continue;
+        }
+        added += new_range.len();
+        deleted += old_range.len();
+        first.get_or_insert(new_range.start);
+    }
+    let new_lines = text_diff.new_len();
+    let first_changed_line = first.map(|start| {
+        let line = (start + 1).min(new_lines.max(1));
+        u32::try_from(line).unwrap_or(u32::MAX)
+    });
+
+    let groups = text_diff.grouped_ops(CONTEXT);
+    let width = groups
+        .iter()
+        .flatten()
+        .flat_map(|op| text_diff.iter_changes(op))
+        .map(|change| shown_number(change.tag(), change.old_index(), change.new_index()))
+        .max()
+        .unwrap_or(0)
+        .to_string()
+        .len();
+
+    let limit = max_chars.unwrap_or(usize::MAX);
+    let mut lines = 0usize;
+    let mut rendered = 0usize;
+    let mut text = String::new();
+    let mut chars = 0usize;
+    let mut push = |text: &mut String, line: &str| {
+        lines += 1;
+        if rendered < lines - 1 {
+            return;
+        }
+        let separator = usize::from(!text.is_empty());
+        let needed = separator + line.chars().count();
+        if chars + needed > limit {
+            return;
+        }
+        if separator == 1 {
+            text.push('\n');
+        }
+        text.push_str(line);
+        chars += needed;
+        rendered += 1;
+    };
+    for group in &groups {
+        let (Some(first_op), Some(last_op)) = (group.first(), group.last()) else {
+            continue;
+        };
+        let header = format!(
+            "@@ -{} +{} @@",
+            range(first_op.old_range().start..last_op.old_range().end),
+            range(first_op.new_range().start..last_op.new_range().end),
+        );
+        push(&mut text, &header);
+        for op in group {
+            for change in text_diff.iter_changes(op) {
+                let tag = change.tag();
+                let number = shown_number(tag, change.old_index(), change.new_index());
+                let marker = match tag {
+                    ChangeTag::Equal => ' ',
+                    ChangeTag::Delete => '-',
+                    ChangeTag::Insert => '+',
+                };
+                let content = strip_line_ending(change.value());
+                let mut line = String::with_capacity(width + 3 + content.len());
+                let _ = write!(line, "{number:>width$} {marker} {content}");
+                if content.is_empty() {
+                    line.truncate(line.trim_end().len());
+                }
+                push(&mut text, &line);
+                if change.missing_newline() {
+                    push(&mut text, NO_NEWLINE);
+                }
+            }
+        }
+    }
+    let omitted_lines = lines - rendered;
+
+    LineDiff {
+        text,
+        omitted_lines,
+        added,
+        deleted,
+        first_changed_line,
+    }
+}
+
+/// The number shown for a line: its new number, or its old number when it was removed.
+fn shown_number(tag: ChangeTag, old_index: Option<usize>, new_index: Option<usize>) -> usize {
+    let index = match tag {
+        ChangeTag::Delete => old_index,
+        ChangeTag::Equal | ChangeTag::Insert => new_index,
+    };
+    index.map_or(0, |i| i + 1)
+}
+
+/// A hunk range `start,count` from a 0-based range of lines.
+fn range(lines: Range<usize>) -> String {
+    if lines.is_empty() {
+        format!("{},0", lines.start)
+    } else {
+        format!("{},{}", lines.start + 1, lines.len())
+    }
+}
+
+/// `line` without its `\n` or `\r\n`.
+fn strip_line_ending(line: &str) -> &str {
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    line.strip_suffix('\r').unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(old: &str, new: &str) -> String {
+        diff(old, new, None).text
+    }
+
+    #[test]
+    fn identical_texts_give_nothing() {
+        let d = diff("a\nb\n", "a\nb\n", None);
+        assert_eq!(d.text, "");
+        assert_eq!((d.added, d.deleted, d.first_changed_line), (0, 0, None));
+        assert!(!d.changed());
+    }
+
+    #[test]
+    fn a_changed_line_with_context() {
+        let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
+        let new = "a\nb\nc\nd\nE\nf\ng\nh\n";
+        assert_eq!(
+            render(old, new),
+            "@@ -2,7 +2,7 @@\n\
+             2   b\n\
+             3   c\n\
+             4   d\n\
+             5 - e\n\
+             5 + E\n\
+             6   f\n\
+             7   g\n\
+             8   h"
+        );
+        let d = diff(old, new, None);
+        assert_eq!((d.added, d.deleted, d.first_changed_line), (1, 1, Some(5)));
+    }
+
+    #[test]
+    fn numbers_are_aligned_to_the_widest() {
+        let old: String = (1..=12).map(|i| format!("l{i}\n")).collect();
+        let new = old.replace("l9\n", "nine\n").replace("l11\n", "eleven\n");
+        assert_eq!(
+            render(&old, &new),
+            "@@ -6,7 +6,7 @@\n\
+             \x206   l6\n\
+             \x207   l7\n\
+             \x208   l8\n\
+             \x209 - l9\n\
+             \x209 + nine\n\
+             10   l10\n\
+             11 - l11\n\
+             11 + eleven\n\
+             12   l12"
+        );
+    }
+
+    #[test]
+    fn distant_changes_make_separate_hunks() {
+        let old: String = (1..=20).map(|i| format!("l{i}\n")).collect();
+        let new = old.replace("l2\n", "two\n").replace("l18\n", "");
+        assert_eq!(
+            render(&old, &new),
+            "@@ -1,5 +1,5 @@\n\
+             \x201   l1\n\
+             \x202 - l2\n\
+             \x202 + two\n\
+             \x203   l3\n\
+             \x204   l4\n\
+             \x205   l5\n\
+             @@ -15,6 +15,5 @@\n\
+             15   l15\n\
+             16   l16\n\
+             17   l17\n\
+             18 - l18\n\
+             18   l19\n\
+             19   l20"
+        );
+        let d = diff(&old, &new, None);
+        assert_eq!((d.added, d.deleted, d.first_changed_line), (1, 2, Some(2)));
+    }
+
+    #[test]
+    fn a_new_file_is_all_additions() {
+        assert_eq!(render("", "x\ny\n"), "@@ -0,0 +1,2 @@\n1 + x\n2 + y");
+        let d = diff("", "x\ny\n", None);
+        assert_eq!((d.added, d.deleted, d.first_changed_line), (2, 0, Some(1)));
+    }
+
+    #[test]
+    fn emptying_a_file() {
+        assert_eq!(render("x\n", ""), "@@ -1,1 +0,0 @@\n1 - x");
+        assert_eq!(diff("x\n", "", None).first_changed_line, Some(1));
+    }
+
+    #[test]
+    fn deleting_the_last_lines_points_at_the_last_line() {
+        let d = diff("a\nb\nc\n", "a\n", None);
+        assert_eq!(d.first_changed_line, Some(1));
+        assert_eq!(d.text, "@@ -1,3 +1,1 @@\n1   a\n2 - b\n3 - c");
+    }
+
+    #[test]
+    fn a_missing_final_newline_is_marked() {
+        assert_eq!(
+            render("a\nb", "a\nb\n"),
+            "@@ -1,2 +1,2 @@\n1   a\n2 - b\n\\ No newline at end of file\n2 + b"
+        );
+    }
+
+    #[test]
+    fn empty_lines_have_no_trailing_space_and_crlf_is_stripped() {
+        assert_eq!(
+            render("a\r\n\r\nb\r\n", "a\r\n\r\nc\r\n"),
+            "@@ -1,3 +1,3 @@\n1   a\n2\n3 - b\n3 + c"
+        );
+        assert_eq!(render("a\n", "a\n\n"), "@@ -1,1 +1,2 @@\n1   a\n2 +");
+    }
+
+    #[test]
+    fn rendering_keeps_the_whole_lines_that_fit_and_counts_everything() {
+        let new: String = (1..=1000).map(|i| format!("line {i}\n")).collect();
+        let d = diff("", &new, Some(46));
+        assert_eq!(d.text, "@@ -0,0 +1,1000 @@\n   1 + line 1\n   2 + line 2");
+        assert_eq!(d.omitted_lines, 998);
+        assert_eq!(d.added, 1000);
+        let mut d = diff("a", "b", Some(100));
+        d.shrink_to(21);
+        assert_eq!(d.text, "@@ -1,1 +1,1 @@\n1 - a");
+        assert_eq!(d.omitted_lines, 3);
+        d.shrink_to(3);
+        assert_eq!(d.text, "");
+        assert_eq!(d.omitted_lines, 5);
+        let d = diff("a", "b", Some(100));
+        assert_eq!(d.omitted_lines, 0);
+        let d = diff("a", "b", Some(26));
+        assert_eq!(d.text, "@@ -1,1 +1,1 @@\n1 - a");
+        assert_eq!(d.omitted_lines, 3);
+    }
+
+    #[test]
+    fn a_large_diff_finishes_quickly() {
+        let old: String = (0..20_000).map(|i| format!("{}\n", i * 7 % 1013)).collect();
+        let new: String = (0..20_000)
+            .map(|i| format!("{}\n", i * 11 % 1019))
+            .collect();
+        let started = std::time::Instant::now();
+        let d = diff(&old, &new, Some(10_000));
+        assert!(d.changed());
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}

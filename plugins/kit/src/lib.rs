@@ -1,0 +1,146 @@
+//! The guest side of cordon's plugin contract, for plugins written in Rust.
+//!
+//! A tool is a type implementing [`Tool`]; [`export_tools!`] turns one or more of them into the
+//! `cordon:tool/tool` export of a component. Build the crate as a `cdylib` for
+//! `wasm32-wasip2` and the result is a component cordon can load.
+//!
+//! The kit also holds what every file-handling tool needs and must get right the same way:
+//! [`path::resolve`] confines a model-given path to the tool's directory before anything
+//! touches the file system, and [`path::describe`] turns an I/O error into text a model can act
+//! on. The WASI grants enforce confinement regardless; these give the clear messages.
+//!
+//! [`diff`] renders the numbered line diffs `write_file` and `edit_file` show, and [`textfile`]
+//! holds what the built-in file tools share (messages, reading a file, the host's atomic
+//! replacement).
+
+pub mod diff;
+pub mod path;
+pub mod textfile;
+
+/// Bindings generated from `wit/cordon.wit`.
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "plugin-with-capabilities",
+        pub_export_macro: true,
+        default_bindings_module: "cordon_kit::bindings",
+    });
+}
+
+pub use bindings::cordon::tool::types::{
+    Context, Counter, Declaration, Diff, Display, Kind, Location, Outcome,
+};
+pub use bindings::cordon::tool::{files, shell};
+use serde::de::DeserializeOwned;
+
+/// One tool: its declaration and the function that runs a call.
+pub trait Tool {
+    /// The name the tool is declared and called under.
+    const NAME: &'static str;
+
+    /// The declaration the host shows the model, or none when the tool has nothing to offer
+    /// in `cwd` (its grant); its `name` must be [`Tool::NAME`].
+    fn declaration(cwd: &str) -> Option<Declaration>;
+
+    /// Runs one call. `input` has been validated against the declared schema by the host.
+    fn call(input: &str, context: &Context) -> Outcome;
+}
+
+/// Exports the given [`Tool`] types as this component's `cordon:tool/tool` interface.
+#[macro_export]
+macro_rules! export_tools {
+    ($($tool:ty),+ $(,)?) => {
+        struct CordonTools;
+
+        impl $crate::bindings::exports::cordon::tool::tool::Guest for CordonTools {
+            fn tools(cwd: ::std::string::String) -> ::std::vec::Vec<$crate::Declaration> {
+                [$(<$tool as $crate::Tool>::declaration(&cwd)),+]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+
+            fn call(
+                name: ::std::string::String,
+                input: ::std::string::String,
+                context: $crate::Context,
+            ) -> $crate::Outcome {
+                $(
+                    if name == <$tool as $crate::Tool>::NAME {
+                        return <$tool as $crate::Tool>::call(&input, &context);
+                    }
+                )+
+                $crate::Outcome::failure(format!("this plugin has no tool named {name:?}"))
+            }
+        }
+
+        $crate::bindings::export!(CordonTools with_types_in $crate::bindings);
+    };
+}
+
+/// Parses a tool's JSON input into `T`, or a failed outcome saying what is wrong with it.
+///
+/// The host validates inputs against the schema first, so this fails only when the schema and
+/// `T` disagree; the message still names the problem.
+pub fn parse_input<T: DeserializeOwned>(input: &str) -> Result<T, Outcome> {
+    serde_json::from_str(input).map_err(|e| Outcome::failure(format!("invalid input: {e}")))
+}
+
+impl Outcome {
+    /// A completed call whose output is `output`.
+    pub fn success(output: impl Into<String>) -> Self {
+        Self {
+            output: output.into(),
+            trailer: None,
+            omitted_bytes: 0,
+            failed: false,
+            locations: Vec::new(),
+            diff: None,
+        }
+    }
+
+    /// A failed call; `output` tells the model what went wrong and, where it can, what to do.
+    pub fn failure(output: impl Into<String>) -> Self {
+        Self {
+            failed: true,
+            ..Self::success(output)
+        }
+    }
+
+    /// Adds a status line that the host keeps through truncation.
+    pub fn with_trailer(mut self, trailer: impl Into<String>) -> Self {
+        self.trailer = Some(trailer.into());
+        self
+    }
+
+    /// Records a file the call read or changed.
+    pub fn with_location(mut self, path: impl Into<String>, line: Option<u32>) -> Self {
+        self.locations.push(Location {
+            path: path.into(),
+            line,
+        });
+        self
+    }
+
+    /// Records the change the call made, or would make in a dry run.
+    pub fn with_diff(mut self, path: impl Into<String>, old: Option<String>, new: String) -> Self {
+        self.diff = Some(Diff {
+            path: path.into(),
+            old_text: old,
+            new_text: new,
+        });
+        self
+    }
+}
+
+/// The JSON Schema text for an object with the given properties, all of which are listed in
+/// `required` or optional, and no others.
+pub fn object_schema(properties: serde_json::Value, required: &[&str]) -> String {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+    .to_string()
+}
