@@ -1,0 +1,112 @@
+//! The command-line contract: global options before the subcommand, then the subcommand.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use cordon::Options;
+use cordon::session::Mode;
+
+/// Run an AI agent's tool calls confined, bounded and observed.
+#[derive(Parser)]
+#[command(name = "cordon", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options that apply to every subcommand.
+#[derive(Args)]
+pub struct Global {
+    /// The directory the tools work in; relative paths resolve against it.
+    #[arg(long, value_name = "DIR", default_value = ".", global = true)]
+    pub workspace: PathBuf,
+
+    /// The most characters of output the model sees from one call; the rest is cut with a
+    /// notice.
+    #[arg(long, value_name = "CHARS", default_value_t = cordon::runtime::DEFAULT_MAX_OUTPUT, global = true)]
+    pub max_output: usize,
+
+    /// Do not declare read_file, write_file and edit_file.
+    #[arg(long, global = true)]
+    pub no_edit_tools: bool,
+
+    /// The skills directory: `<name>.md` or `<name>/SKILL.md` files for read_skill.
+    #[arg(long, value_name = "DIR", global = true)]
+    pub skills: Option<PathBuf>,
+
+    /// Seconds a bash command may run before its whole process tree is killed.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub timeout: u32,
+
+    /// Run bash commands without the kernel confinement (Landlock, seccomp, dropped
+    /// capabilities) when the kernel cannot enforce it. Timeout, process-tree kill and output
+    /// bound still apply.
+    #[arg(long, global = true)]
+    pub unconfined_bash: bool,
+
+    /// Whether calls that change things (edit and execute tools) run: `allow` runs them, `ask`
+    /// asks first (on the terminal for `call`, through the protocol for `session`), `deny`
+    /// refuses them. Read tools never need permission.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        default_value = "allow",
+        global = true
+    )]
+    pub permissions: Mode,
+
+    /// How many lines of a call's output the display shows.
+    #[arg(long, value_name = "N", default_value_t = 5, global = true)]
+    pub preview_lines: usize,
+
+    /// Where compiled plugins are cached [default: $CORDON_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/cordon, else ~/.cache/cordon].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Global {
+    /// The runtime options these flags describe.
+    pub fn options(&self) -> Options {
+        let mut options = Options::new(&self.workspace);
+        options.max_output = self.max_output;
+        options.edit_tools = !self.no_edit_tools;
+        options.skills = self.skills.clone();
+        options.shell.timeout = Duration::from_secs(self.timeout.into());
+        options.shell.unconfined = self.unconfined_bash;
+        if let Some(dir) = &self.cache_dir {
+            options.cache_dir = Some(dir.clone());
+        }
+        options
+    }
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// List the declared tools.
+    Tools {
+        /// Print a JSON array of {name, description, input_schema, kind, source}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one tool call and print exactly its output; exit 0 when it completed, 1 when it
+    /// failed.
+    Call {
+        /// The tool to call.
+        tool: String,
+        /// The input, a JSON object as text; `-` reads it from standard input.
+        #[arg(default_value = "{}")]
+        input: String,
+        /// Show the call on standard error as an agent's terminal would: a header before it
+        /// runs, then the first lines of its output.
+        #[arg(long)]
+        display: bool,
+    },
+    /// Serve tool calls as JSON lines on standard input and output (see the README for the
+    /// protocol).
+    Session,
+}

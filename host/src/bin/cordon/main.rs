@@ -1,0 +1,144 @@
+//! The `cordon` command line: the runtime's front doors for people and agents.
+//!
+//! Standard output carries only what the contract says (a tool's output, a tool list, protocol
+//! messages); everything else, logs included, goes to standard error.
+
+mod args;
+mod session;
+mod terminal;
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+use cordon::Runtime;
+use cordon::session::Session;
+
+use args::{Cli, Command};
+
+/// Exit status of a usage error (bad options, unusable workspace), as clap uses.
+const USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    // The shell capability re-executes this binary as its sandbox helper; that path must run
+    // before anything else starts threads.
+    if std::env::args_os().nth(1).as_deref() == Some(cordon::shell::SANDBOX_ARG.as_ref()) {
+        cordon::shell::sandbox_main();
+    }
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("cannot start the async runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cordon: error: {e:#}");
+            ExitCode::from(USAGE)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let runtime = Runtime::new(cli.global.options()).await?;
+    let (mode, preview_lines) = (cli.global.permissions, cli.global.preview_lines);
+    match cli.command {
+        Command::Tools { json } => {
+            print_tools(&runtime, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call {
+            tool,
+            input,
+            display,
+        } => {
+            let input = if input == "-" {
+                let mut text = String::new();
+                std::io::stdin()
+                    .read_to_string(&mut text)
+                    .context("cannot read the input from standard input")?;
+                text
+            } else {
+                input
+            };
+            let mut session = Session::new(&runtime, mode, preview_lines);
+            let header = session.header(&tool, &input);
+            if let (true, Some(header)) = (display, &header) {
+                eprintln!("{header}");
+            }
+            let report = session
+                .call(&tool, &input, &mut terminal::TerminalAsk)
+                .await;
+            if display {
+                if header.is_none() {
+                    eprintln!("{}", report.display.header);
+                }
+                let preview = report.display.render_preview(terminal::color());
+                if !preview.is_empty() {
+                    eprintln!("{preview}");
+                }
+            }
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(report.outcome.output.as_bytes())?;
+            stdout.flush()?;
+            Ok(if report.outcome.failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Session => {
+            session::serve(&runtime, mode, preview_lines).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_tools(runtime: &Runtime, json: bool) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        let tools: Vec<serde_json::Value> = runtime
+            .tools()
+            .map(|(plugin, tool)| {
+                let d = &tool.declaration;
+                serde_json::json!({
+                    "name": d.name,
+                    "description": d.description,
+                    "input_schema": tool.schema.json(),
+                    "kind": d.kind.as_str(),
+                    "source": plugin.source().to_string(),
+                })
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut stdout, &tools)?;
+        writeln!(stdout)?;
+    } else {
+        for (plugin, tool) in runtime.tools() {
+            let d = &tool.declaration;
+            let summary = d.description.lines().next().unwrap_or_default();
+            writeln!(
+                stdout,
+                "{:<12} {:<8} {:<10} {summary}",
+                d.name,
+                d.kind.as_str(),
+                plugin.source()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("cordon=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(terminal::color())
+        .without_time()
+        .with_target(false)
+        .init();
+}

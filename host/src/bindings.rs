@@ -1,0 +1,44 @@
+//! Host bindings generated from `wit/cordon.wit`.
+//!
+//! One world covers every plugin: it imports all host capabilities, and the linker of each
+//! plugin is given only those it was granted, so a component importing anything else fails to
+//! load (see [`crate::plugin`]).
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "plugin-with-capabilities",
+    imports: { default: async },
+    exports: { default: async },
+});
+
+pub use cordon::tool::types::{Counter, Declaration, Display, Kind};
+
+/// The WIT package's interface names, as they appear in a component's imports.
+pub mod interface {
+    /// The atomic file replacement capability.
+    pub const FILES: &str = "cordon:tool/files@0.1.0";
+    /// The shell capability.
+    pub const SHELL: &str = "cordon:tool/shell@0.1.0";
+}
+
+impl Kind {
+    /// The Agent Client Protocol name of the kind, as used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Read => "read",
+            Kind::Edit => "edit",
+            Kind::Delete => "delete",
+            Kind::Move => "move",
+            Kind::Search => "search",
+            Kind::Execute => "execute",
+            Kind::Think => "think",
+            Kind::Fetch => "fetch",
+            Kind::Other => "other",
+        }
+    }
+
+    /// Whether a call of this kind changes something and so needs the user's permission.
+    pub fn needs_permission(self) -> bool {
+        matches!(self, Kind::Edit | Kind::Delete | Kind::Move | Kind::Execute)
+    }
+}

@@ -1,0 +1,31 @@
+//! The built-in tools: components embedded in the binary, and what each is granted.
+
+use std::sync::Arc;
+
+use crate::grants::Grants;
+use crate::runtime::Options;
+
+include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
+
+/// The built-in plugins, in the order their tools are listed.
+pub const NAMES: &[&str] = &["bash", "read_file", "write_file", "edit_file", "read_skill"];
+
+/// What the built-in plugin `name` is granted under `options`; none when it is not loaded.
+///
+/// Each gets the least it needs: `read_file` reads the workspace; `write_file` and `edit_file`
+/// read and write it; `bash` has no directory of its own, only the shell capability, whose
+/// commands run under the kernel confinement of [`crate::shell`]; `read_skill` reads the skills
+/// directory and nothing else.
+pub fn grants(name: &str, options: &Options) -> Option<Grants> {
+    let ws = &options.workspace;
+    match name {
+        "bash" => Some(Grants::none(ws).shell(Arc::new(options.shell.clone()))),
+        "read_file" => options.edit_tools.then(|| Grants::none(ws).read(ws)),
+        "write_file" | "edit_file" => options.edit_tools.then(|| Grants::none(ws).read_write(ws)),
+        "read_skill" => options
+            .skills
+            .as_ref()
+            .map(|dir| Grants::none(dir).read(dir)),
+        _ => None,
+    }
+}

@@ -1,0 +1,28 @@
+//! Host capabilities: what the host does for a plugin that WASI cannot.
+//!
+//! Each capability is its own WIT interface, linked for a plugin only when its grants allow
+//! it, so an ungranted capability is not merely refused at call time: the plugin cannot load.
+
+pub mod files;
+pub mod shell;
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::bindings::cordon::tool;
+use crate::grants::Grants;
+use crate::state::State;
+
+/// Links WASI and the capabilities `grants` allows into `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    tool::types::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    if grants.files() {
+        tool::files::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    }
+    if grants.shell.is_some() {
+        tool::shell::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    }
+    Ok(())
+}
+
+impl tool::types::Host for State {}

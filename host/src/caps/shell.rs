@@ -1,0 +1,36 @@
+//! The `shell` capability: the WIT face of [`crate::shell`], which runs the command confined.
+
+use crate::bindings::cordon::tool::shell::{Completion, Host, Status};
+use crate::shell;
+use crate::state::State;
+
+impl Host for State {
+    async fn run(&mut self, command: String) -> Completion {
+        let Some(policy) = self.grants.shell.clone() else {
+            return refused("the shell capability is not granted to this plugin".into());
+        };
+        // The runner blocks on a child process for up to the timeout: keep it off the async
+        // workers.
+        match tokio::task::spawn_blocking(move || shell::run(&policy, &command)).await {
+            Ok(done) => Completion {
+                output: done.output,
+                omitted_bytes: done.omitted_bytes,
+                status: match done.status {
+                    shell::Status::Exited(code) => Status::Exited(code),
+                    shell::Status::Signaled(name) => Status::Signaled(name),
+                    shell::Status::TimedOut(secs) => Status::TimedOut(secs),
+                    shell::Status::Refused(why) => Status::Refused(why),
+                },
+            },
+            Err(e) => refused(format!("the shell runner failed: {e}")),
+        }
+    }
+}
+
+fn refused(why: String) -> Completion {
+    Completion {
+        output: String::new(),
+        omitted_bytes: 0,
+        status: Status::Refused(why),
+    }
+}

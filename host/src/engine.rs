@@ -1,0 +1,168 @@
+//! The WebAssembly engine, and the on-disk cache of compiled components.
+//!
+//! Compiling a component with Cranelift costs tens of milliseconds; loading a compiled artifact
+//! costs a tenth of one. So each component is compiled once and the artifact is kept under the
+//! cache directory, keyed by a hash of the component's bytes and of everything in the engine's
+//! configuration that affects compiled code: a changed plugin or a changed engine simply misses.
+
+use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Config, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use crate::Error;
+
+/// Environment variable that overrides where compiled components are cached.
+pub const CACHE_DIR_ENV: &str = "CORDON_CACHE_DIR";
+
+/// The shared engine and its compile cache.
+#[derive(Clone)]
+pub struct Engine {
+    engine: wasmtime::Engine,
+    cache: Option<PathBuf>,
+}
+
+/// How a component was obtained, for logs and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Compiled now (and written to the cache when there is one).
+    Compiled,
+    /// Loaded from the cache.
+    Cached,
+}
+
+impl Engine {
+    /// An engine with cordon's configuration, caching compiled components in `cache` (none: no
+    /// cache, every start compiles).
+    pub fn new(cache: Option<PathBuf>) -> Result<Self, Error> {
+        let engine = wasmtime::Engine::new(&config()).map_err(|e| Error::Engine(e.to_string()))?;
+        Ok(Engine { engine, cache })
+    }
+
+    /// The wasmtime engine.
+    pub fn wasmtime(&self) -> &wasmtime::Engine {
+        &self.engine
+    }
+
+    /// Where compiled components are cached, if anywhere.
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache.as_deref()
+    }
+
+    /// Whether `bytes` is already compiled in the cache.
+    pub fn is_cached(&self, bytes: &[u8]) -> bool {
+        self.artifact_path(bytes).is_some_and(|p| p.is_file())
+    }
+
+    /// The compiled form of the component `bytes`, from the cache when it is there.
+    pub fn component(&self, name: &str, bytes: &[u8]) -> Result<(Component, Origin), Error> {
+        let artifact = self.artifact_path(bytes);
+        if let Some(path) = &artifact
+            && path.is_file()
+        {
+            // SAFETY: the cache directory holds only artifacts this engine configuration
+            // serialized itself (the file name is the hash of the component and of the engine's
+            // compatibility key), written atomically.
+            match unsafe { Component::deserialize_file(&self.engine, path) } {
+                Ok(component) => {
+                    tracing::debug!(plugin = name, path = %path.display(), "loaded compiled component from cache");
+                    return Ok((component, Origin::Cached));
+                }
+                Err(e) => tracing::warn!(
+                    plugin = name,
+                    path = %path.display(),
+                    "cached component is unusable ({e}); compiling again"
+                ),
+            }
+        }
+        let start = Instant::now();
+        let component = Component::new(&self.engine, bytes).map_err(|e| Error::Compile {
+            plugin: name.to_string(),
+            reason: format!("{e:#}"),
+        })?;
+        tracing::debug!(plugin = name, elapsed = ?start.elapsed(), "compiled component");
+        if let Some(path) = artifact {
+            match component.serialize() {
+                Ok(data) => {
+                    if let Err(e) = write_atomically(&path, &data) {
+                        tracing::warn!(path = %path.display(), "cannot cache the compiled component: {e}");
+                    }
+                }
+                Err(e) => tracing::warn!(
+                    plugin = name,
+                    "cannot serialize the compiled component: {e}"
+                ),
+            }
+        }
+        Ok((component, Origin::Compiled))
+    }
+
+    fn artifact_path(&self, bytes: &[u8]) -> Option<PathBuf> {
+        let dir = self.cache.as_ref()?;
+        let mut hasher = ShaHasher(Sha256::new());
+        hasher.0.update(env!("CARGO_PKG_VERSION").as_bytes());
+        hasher.0.update(bytes);
+        self.engine
+            .precompile_compatibility_hash()
+            .hash(&mut hasher);
+        let digest = hasher.0.finalize();
+        let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Some(dir.join(format!("{name}.cwasm")))
+    }
+}
+
+/// The default cache directory: `$CORDON_CACHE_DIR`, else `$XDG_CACHE_HOME/cordon`, else
+/// `~/.cache/cordon`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var(CACHE_DIR_ENV)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cordon")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("cordon")))
+}
+
+fn config() -> Config {
+    let mut config = Config::new();
+    // A fresh instance per call is the isolation model, so instantiation must be cheap: the
+    // pooling allocator reuses pre-reserved slots instead of mapping memory every call.
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(64)
+        .total_core_instances(256)
+        .total_memories(128)
+        .total_tables(256)
+        .max_memory_size(1 << 30);
+    config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    // Component-model async (p3) is not used; its per-store bookkeeping is measurable.
+    config.concurrency_support(false);
+    config
+}
+
+fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().expect("artifact paths have a parent");
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(data)?;
+    tmp.persist(path)?;
+    Ok(())
+}
+
+/// Feeds `Hash` implementations into SHA-256, so the engine's compatibility key is stable
+/// across processes (std's default hasher is randomly seeded).
+struct ShaHasher(Sha256);
+
+impl Hasher for ShaHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        unreachable!("only the SHA-256 digest is used")
+    }
+}

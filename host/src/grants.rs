@@ -1,0 +1,82 @@
+//! What a plugin may touch: its directories and its host capabilities.
+//!
+//! Deny by default: a plugin with empty grants sees no file, no network, no environment
+//! variable and no host capability. Directories are mounted at their real absolute paths, so a
+//! path means the same inside the plugin as outside.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::bindings::interface;
+
+/// One directory a plugin may use.
+#[derive(Clone, Debug)]
+pub struct DirGrant {
+    /// The directory, absolute and canonical.
+    pub path: PathBuf,
+    /// Whether the plugin may create and change files there (else it may only read).
+    pub writable: bool,
+}
+
+/// Everything a plugin is granted.
+#[derive(Clone, Debug)]
+pub struct Grants {
+    /// The directories the plugin may use.
+    pub dirs: Vec<DirGrant>,
+    /// The directory relative paths resolve against (`context.cwd` in the WIT).
+    pub cwd: PathBuf,
+    /// The shell capability and the confinement its commands run under; none: not granted.
+    pub shell: Option<Arc<crate::shell::Policy>>,
+}
+
+impl Grants {
+    /// No directories and no capabilities; relative paths resolve against `cwd`.
+    pub fn none(cwd: &Path) -> Self {
+        Grants {
+            dirs: Vec::new(),
+            cwd: cwd.to_path_buf(),
+            shell: None,
+        }
+    }
+
+    /// Adds a read-only directory.
+    pub fn read(mut self, path: &Path) -> Self {
+        self.dirs.push(DirGrant {
+            path: path.to_path_buf(),
+            writable: false,
+        });
+        self
+    }
+
+    /// Adds a read-write directory (and with it the atomic file replacement capability).
+    pub fn read_write(mut self, path: &Path) -> Self {
+        self.dirs.push(DirGrant {
+            path: path.to_path_buf(),
+            writable: true,
+        });
+        self
+    }
+
+    /// Grants the shell capability under `policy`.
+    pub fn shell(mut self, policy: Arc<crate::shell::Policy>) -> Self {
+        self.shell = Some(policy);
+        self
+    }
+
+    /// Whether the `files` capability is granted: it comes with any read-write directory.
+    pub fn files(&self) -> bool {
+        self.dirs.iter().any(|d| d.writable)
+    }
+
+    /// The WIT interfaces of host capabilities this grant allows a component to import.
+    pub fn interfaces(&self) -> Vec<&'static str> {
+        let mut granted = Vec::new();
+        if self.files() {
+            granted.push(interface::FILES);
+        }
+        if self.shell.is_some() {
+            granted.push(interface::SHELL);
+        }
+        granted
+    }
+}

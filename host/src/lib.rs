@@ -1,0 +1,26 @@
+//! cordon: run an AI agent's tool calls confined, bounded and observed.
+//!
+//! Every tool is a WebAssembly component implementing the `cordon:tool` WIT package
+//! (`wit/cordon.wit`). The host loads components ([`plugin`]), compiling each once and keeping
+//! the result in an on-disk cache ([`engine`]), grants each only the directories and host
+//! capabilities it needs ([`grants`], [`caps`]), and runs every call through one pipeline
+//! ([`runtime`]): input validation against the tool's schema ([`schema`]), a fresh instance,
+//! and output truncation ([`output`]). The built-in tools are embedded in the binary
+//! ([`builtin`]).
+
+pub mod bindings;
+pub mod builtin;
+pub mod caps;
+pub mod engine;
+pub mod error;
+pub mod grants;
+pub mod output;
+pub mod plugin;
+pub mod runtime;
+pub mod schema;
+pub mod session;
+pub mod shell;
+mod state;
+
+pub use error::Error;
+pub use runtime::{Options, Outcome, Runtime};

@@ -1,0 +1,195 @@
+//! Loading a component as a plugin, and running one call in a fresh instance.
+//!
+//! Loading does everything that can be done once: compile (or load from the cache), link
+//! exactly the granted capabilities, pre-instantiate, ask the plugin for its declarations and
+//! compile their schemas. A call then only creates a store and instantiates from the
+//! pre-instantiated component, so no state survives from one call to the next.
+
+use std::sync::Arc;
+
+use wasmtime::Store;
+use wasmtime::component::Linker;
+
+use crate::Error;
+use crate::bindings::cordon::tool::types::{Context, Outcome};
+use crate::bindings::{Declaration, PluginWithCapabilities, PluginWithCapabilitiesPre, interface};
+use crate::caps::{self, files::Roots};
+use crate::engine::{Engine, Origin};
+use crate::grants::Grants;
+use crate::schema::InputSchema;
+use crate::state::State;
+
+/// Where a plugin came from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// Embedded in the cordon binary.
+    Builtin,
+    /// A component file.
+    File(std::path::PathBuf),
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Builtin => f.write_str("built-in"),
+            Source::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// One tool a plugin declared.
+pub struct Tool {
+    /// The declaration, as the plugin gave it.
+    pub declaration: Declaration,
+    /// Its compiled input schema.
+    pub schema: InputSchema,
+}
+
+/// A loaded plugin, ready to run calls.
+pub struct Plugin {
+    name: String,
+    source: Source,
+    pre: PluginWithCapabilitiesPre<State>,
+    grants: Arc<Grants>,
+    roots: Arc<Roots>,
+    tools: Vec<Tool>,
+    origin: Origin,
+}
+
+impl Plugin {
+    /// Loads the component `bytes` under `grants`.
+    pub async fn load(
+        engine: &Engine,
+        name: &str,
+        source: Source,
+        bytes: &[u8],
+        grants: Grants,
+    ) -> Result<Self, Error> {
+        let (component, origin) = engine.component(name, bytes)?;
+        Self::from_component(engine, name, source, component, origin, grants).await
+    }
+
+    /// Loads an already compiled component under `grants`.
+    pub async fn from_component(
+        engine: &Engine,
+        name: &str,
+        source: Source,
+        component: wasmtime::component::Component,
+        origin: Origin,
+        grants: Grants,
+    ) -> Result<Self, Error> {
+        let load_error = |e: wasmtime::Error| Error::Load {
+            plugin: name.to_string(),
+            reason: format!("{e:#}"),
+        };
+        let granted = grants.interfaces();
+        for (import, _) in component.component_type().imports(engine.wasmtime()) {
+            let capability = [interface::FILES, interface::SHELL].contains(&import);
+            if capability && !granted.contains(&import) {
+                return Err(Error::NotGranted {
+                    plugin: name.to_string(),
+                    interface: import.to_string(),
+                });
+            }
+        }
+        let mut linker = Linker::new(engine.wasmtime());
+        caps::add_to_linker(&mut linker, &grants).map_err(load_error)?;
+        let pre = linker.instantiate_pre(&component).map_err(load_error)?;
+        let pre = PluginWithCapabilitiesPre::new(pre).map_err(load_error)?;
+        let roots = Roots::open(&grants).map_err(|source| Error::Grant {
+            plugin: name.to_string(),
+            path: grants.cwd.clone(),
+            source,
+        })?;
+        let mut plugin = Plugin {
+            name: name.to_string(),
+            source,
+            pre,
+            grants: Arc::new(grants),
+            roots: Arc::new(roots),
+            tools: Vec::new(),
+            origin,
+        };
+        let declarations = plugin.declarations().await.map_err(load_error)?;
+        for declaration in declarations {
+            let schema = InputSchema::compile(&declaration.input_schema).map_err(|reason| {
+                Error::Schema {
+                    plugin: name.to_string(),
+                    tool: declaration.name.clone(),
+                    reason,
+                }
+            })?;
+            plugin.tools.push(Tool {
+                declaration,
+                schema,
+            });
+        }
+        Ok(plugin)
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where it came from.
+    pub fn source(&self) -> &Source {
+        &self.source
+    }
+
+    /// Whether its compiled code came from the cache.
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// What it was granted.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
+    /// The tools it declared.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// Runs one call of `tool` in a fresh instance. An error is a trap or a failure to
+    /// instantiate, already worded for the model.
+    pub async fn call(&self, tool: &str, input: &str, context: Context) -> Result<Outcome, String> {
+        let (mut store, instance) = self
+            .instantiate()
+            .await
+            .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
+        let result = instance
+            .cordon_tool_tool()
+            .call_call(&mut store, tool, input, &context)
+            .await;
+        let printed = store.data().stdio.text();
+        if !printed.is_empty() {
+            tracing::debug!(plugin = %self.name, "plugin printed: {printed}");
+        }
+        result.map_err(|e| {
+            format!(
+                "the {} plugin crashed while running {tool}: {}",
+                self.name,
+                e.root_cause()
+            )
+        })
+    }
+
+    async fn declarations(&self) -> wasmtime::Result<Vec<Declaration>> {
+        let (mut store, instance) = self.instantiate().await?;
+        let cwd = self.grants.cwd.to_string_lossy();
+        instance
+            .cordon_tool_tool()
+            .call_tools(&mut store, &cwd)
+            .await
+    }
+
+    async fn instantiate(&self) -> wasmtime::Result<(Store<State>, PluginWithCapabilities)> {
+        let state = State::new(self.grants.clone(), self.roots.clone())?;
+        let mut store = Store::new(self.pre.engine(), state);
+        store.limiter(|s| &mut s.limits);
+        let instance = self.pre.instantiate_async(&mut store).await?;
+        Ok((store, instance))
+    }
+}

@@ -1,0 +1,306 @@
+//! The runtime: the declared tools, and the pipeline every call goes through.
+//!
+//! Whatever the front door (library, `cordon call`, `cordon session`, `cordon mcp`), a call is:
+//! find the tool, parse and validate the input against its schema, run it in a fresh instance
+//! of its plugin, and bound the output. Every ordinary failure on the way is a failed
+//! [`Outcome`] with a text for the model, never an error.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::bindings::cordon::tool::types::{self, Context, Diff, Location};
+use crate::engine::{Engine, Origin};
+use crate::plugin::{Plugin, Source, Tool};
+use crate::{Error, builtin, output, shell};
+
+/// How the runtime is set up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The directory the tools work in; relative paths resolve against it.
+    pub workspace: PathBuf,
+    /// The most characters of output the model sees from one call.
+    pub max_output: usize,
+    /// Whether `read_file`, `write_file` and `edit_file` are declared.
+    pub edit_tools: bool,
+    /// The skills directory for `read_skill`, if any.
+    pub skills: Option<PathBuf>,
+    /// How shell commands run (timeout, confinement).
+    pub shell: shell::Policy,
+    /// Where compiled components are cached; none: compile at every start.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The default for [`Options::max_output`].
+pub const DEFAULT_MAX_OUTPUT: usize = 30_000;
+
+impl Options {
+    /// The defaults for a workspace: edit tools on, no skills, output cut at 30 000 characters,
+    /// the default shell policy, and the default cache directory.
+    pub fn new(workspace: impl Into<PathBuf>) -> Self {
+        let workspace = workspace.into();
+        Options {
+            shell: shell::Policy::new(workspace.clone()),
+            workspace,
+            max_output: DEFAULT_MAX_OUTPUT,
+            edit_tools: true,
+            skills: None,
+            cache_dir: crate::engine::default_cache_dir(),
+        }
+    }
+}
+
+/// What a call produced, ready for the model.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The text the model sees: truncated, with any status line last.
+    pub output: String,
+    /// Whether the call failed.
+    pub failed: bool,
+    /// The files it read or changed.
+    pub locations: Vec<Location>,
+    /// The change it made, or would make in a dry run.
+    pub diff: Option<Diff>,
+}
+
+impl Outcome {
+    /// A failure that happened before or around the plugin: bad input, unknown tool, crash.
+    pub fn failure(output: impl Into<String>) -> Self {
+        Outcome {
+            output: output.into(),
+            failed: true,
+            locations: Vec::new(),
+            diff: None,
+        }
+    }
+}
+
+/// A call whose tool was found and whose input passed validation.
+pub struct Call<'a> {
+    /// The plugin that declares the tool.
+    pub plugin: &'a Plugin,
+    /// The tool.
+    pub tool: &'a Tool,
+    /// The input as the model gave it.
+    pub input: &'a str,
+    /// The input, parsed.
+    pub value: Value,
+}
+
+/// The loaded plugins and their tools.
+pub struct Runtime {
+    plugins: Vec<Plugin>,
+    /// Tool name → (plugin index, tool index).
+    index: BTreeMap<String, (usize, usize)>,
+    max_output: usize,
+    workspace: PathBuf,
+}
+
+impl Runtime {
+    /// Loads the built-in plugins as `options` say.
+    pub async fn new(mut options: Options) -> Result<Self, Error> {
+        options.workspace = options
+            .workspace
+            .canonicalize()
+            .and_then(require_dir)
+            .map_err(|source| Error::Workspace {
+                path: options.workspace.clone(),
+                source,
+            })?;
+        options.shell.workspace = options.workspace.clone();
+        if let Some(dir) = &options.skills {
+            let dir = dir
+                .canonicalize()
+                .and_then(require_dir)
+                .map_err(|source| Error::Skills {
+                    path: dir.clone(),
+                    source,
+                })?;
+            options.skills = Some(dir);
+        }
+        let engine = Engine::new(options.cache_dir.clone())?;
+
+        let wanted: Vec<(&str, &'static [u8], _)> = builtin::NAMES
+            .iter()
+            .filter_map(|name| {
+                let grants = builtin::grants(name, &options)?;
+                Some((*name, builtin::component(name)?, grants))
+            })
+            .collect();
+        let cold = wanted
+            .iter()
+            .filter(|(_, bytes, _)| !engine.is_cached(bytes))
+            .count();
+        if cold > 0 {
+            match engine.cache_dir() {
+                Some(dir) => tracing::info!(
+                    "compiling {cold} plugin(s) for this machine; cached in {} for later starts",
+                    dir.display()
+                ),
+                None => tracing::info!("compiling {cold} plugin(s); no cache directory is set"),
+            }
+        }
+        // Compile in parallel: on a cold start this is nearly all of the start-up time.
+        let compiling: Vec<_> = wanted
+            .iter()
+            .map(|(name, bytes, _)| {
+                let (engine, name, bytes) = (engine.clone(), name.to_string(), *bytes);
+                tokio::task::spawn_blocking(move || engine.component(&name, bytes))
+            })
+            .collect();
+        let mut runtime = Runtime {
+            plugins: Vec::new(),
+            index: BTreeMap::new(),
+            max_output: options.max_output,
+            workspace: options.workspace.clone(),
+        };
+        for ((name, _, grants), compiled) in wanted.into_iter().zip(compiling) {
+            let (component, origin) =
+                compiled.await.map_err(|e| Error::Engine(e.to_string()))??;
+            let plugin =
+                Plugin::from_component(&engine, name, Source::Builtin, component, origin, grants)
+                    .await?;
+            runtime.add(plugin)?;
+        }
+        Ok(runtime)
+    }
+
+    fn add(&mut self, plugin: Plugin) -> Result<(), Error> {
+        let p = self.plugins.len();
+        for (t, tool) in plugin.tools().iter().enumerate() {
+            let name = &tool.declaration.name;
+            if let Some(&(other, _)) = self.index.get(name) {
+                return Err(Error::DuplicateTool {
+                    plugin: plugin.name().to_string(),
+                    tool: name.clone(),
+                    existing: format!("plugin {}", self.plugins[other].name()),
+                });
+            }
+            self.index.insert(name.clone(), (p, t));
+        }
+        self.plugins.push(plugin);
+        Ok(())
+    }
+
+    /// The workspace root (canonical).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The loaded plugins.
+    pub fn plugins(&self) -> &[Plugin] {
+        &self.plugins
+    }
+
+    /// Whether every plugin's compiled code came from the cache.
+    pub fn all_cached(&self) -> bool {
+        self.plugins.iter().all(|p| p.origin() == Origin::Cached)
+    }
+
+    /// The declared tools, in plugin order, each with its plugin.
+    pub fn tools(&self) -> impl Iterator<Item = (&Plugin, &Tool)> {
+        self.plugins
+            .iter()
+            .flat_map(|p| p.tools().iter().map(move |t| (p, t)))
+    }
+
+    /// The tool called `name`, with its plugin.
+    pub fn tool(&self, name: &str) -> Option<(&Plugin, &Tool)> {
+        let &(p, t) = self.index.get(name)?;
+        let plugin = &self.plugins[p];
+        Some((plugin, &plugin.tools()[t]))
+    }
+
+    /// Runs the tool `name` with `input` (a JSON object as text). With `dry_run` the plugin
+    /// computes the outcome but changes nothing.
+    pub async fn call(&self, name: &str, input: &str, dry_run: bool) -> Outcome {
+        match self.prepare(name, input) {
+            Ok(call) => self.run(&call, dry_run).await,
+            Err(failure) => failure,
+        }
+    }
+
+    /// Finds the tool `name` and checks `input` against its schema: everything a call needs
+    /// before anything runs. The error is the failed outcome for the model.
+    pub fn prepare<'a>(&'a self, name: &str, input: &'a str) -> Result<Call<'a>, Outcome> {
+        let Some((plugin, tool)) = self.tool(name) else {
+            let names: Vec<&str> = self
+                .tools()
+                .map(|(_, t)| t.declaration.name.as_str())
+                .collect();
+            return Err(Outcome::failure(format!(
+                "Unknown tool \"{name}\". Declared tools: {}",
+                names.join(", ")
+            )));
+        };
+        let value: Value = serde_json::from_str(input).map_err(|e| {
+            Outcome::failure(format!("The input for {name} is not valid JSON: {e}"))
+        })?;
+        if !value.is_object() {
+            return Err(Outcome::failure(format!(
+                "The input for {name} must be a JSON object, not {}",
+                json_type(&value)
+            )));
+        }
+        tool.schema.check(&value).map_err(|problems| {
+            Outcome::failure(format!("Invalid input for {name}: {problems}"))
+        })?;
+        Ok(Call {
+            plugin,
+            tool,
+            input,
+            value,
+        })
+    }
+
+    /// Runs a prepared call in a fresh instance of its plugin.
+    pub async fn run(&self, call: &Call<'_>, dry_run: bool) -> Outcome {
+        let context = Context {
+            cwd: call.plugin.grants().cwd.to_string_lossy().into_owned(),
+            dry_run,
+            max_output: u32::try_from(self.max_output).unwrap_or(u32::MAX),
+        };
+        let name = &call.tool.declaration.name;
+        match call.plugin.call(name, call.input, context).await {
+            Ok(outcome) => self.finish(outcome),
+            Err(crash) => Outcome::failure(crash),
+        }
+    }
+
+    fn finish(&self, outcome: types::Outcome) -> Outcome {
+        Outcome {
+            output: output::finish(
+                &outcome.output,
+                outcome.trailer.as_deref(),
+                self.max_output,
+                outcome.omitted_bytes,
+            ),
+            failed: outcome.failed,
+            locations: outcome.locations,
+            diff: outcome.diff,
+        }
+    }
+}
+
+fn require_dir(path: PathBuf) -> std::io::Result<PathBuf> {
+    if path.is_dir() {
+        Ok(path)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "not a directory",
+        ))
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,10 @@
+//! Integration tests: each drives the real `cordon` binary on real components.
+//!
+//! One test binary (as in ripgrep) with a module per area; `util` holds the harness.
+
+mod bash;
+mod cli;
+mod file_tools;
+mod read_skill;
+mod session;
+mod util;

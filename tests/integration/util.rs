@@ -1,0 +1,123 @@
+//! The harness: a throwaway workspace and a way to run `cordon` in it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use tempfile::TempDir;
+
+/// A temporary workspace and the options every `cordon` run in it gets.
+pub struct Cordon {
+    dir: TempDir,
+    args: Vec<String>,
+}
+
+/// What one run of `cordon` printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub stdout: String,
+    pub stderr: String,
+    pub code: i32,
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Self {
+        Run {
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            code: out.status.code().unwrap_or(-1),
+        }
+    }
+}
+
+impl Cordon {
+    /// A fresh, empty workspace.
+    pub fn new() -> Self {
+        Cordon {
+            dir: tempfile::Builder::new()
+                .prefix("cordon-ws-")
+                .tempdir()
+                .expect("create a temporary workspace"),
+            args: Vec::new(),
+        }
+    }
+
+    /// Adds global options (placed before the subcommand) to every run.
+    pub fn with_args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// The workspace root, canonical (as cordon reports it).
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().canonicalize().unwrap()
+    }
+
+    /// The absolute path of `rel` inside the workspace.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
+
+    /// Writes `content` to `rel` inside the workspace, creating parents.
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    /// Reads `rel` inside the workspace as text.
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap()
+    }
+
+    /// A `cordon` command with this workspace and the global options, ready for a subcommand.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+        cmd.env("CORDON_CACHE_DIR", cache_dir())
+            .env_remove("NO_COLOR")
+            .arg("--workspace")
+            .arg(self.dir.path())
+            .args(&self.args)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `cordon <args>` and collects what it printed.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.command()
+            .args(args)
+            .output()
+            .expect("run cordon")
+            .into()
+    }
+
+    /// Runs `cordon call TOOL INPUT`.
+    pub fn call(&self, tool: &str, input: serde_json::Value) -> Run {
+        self.run(&["call", tool, &input.to_string()])
+    }
+
+    /// Runs `cordon <args>` with `stdin` as standard input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn cordon");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().expect("wait for cordon").into()
+    }
+}
+
+/// The compile cache shared by every test run, so components compile once per build.
+pub fn cache_dir() -> &'static Path {
+    Path::new(concat!(env!("CARGO_TARGET_TMPDIR"), "/cordon-cache"))
+}
