@@ -1,0 +1,391 @@
+//! The agent-facing rules: `cordon session`'s protocol, the loop detector, the display, turn
+//! counters, permissions and the ACP view of each call.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::util::Cordon;
+
+/// Runs a session over `lines` (one request each) and returns the response lines.
+fn session(cordon: &Cordon, lines: &[Value]) -> Vec<Value> {
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let run = cordon.run_with_stdin(&["session"], &input);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect()
+}
+
+fn call(tool: &str, input: Value) -> Value {
+    json!({"tool": tool, "input": input})
+}
+
+/// A session kept open, to answer permission requests as they come.
+struct Live {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Live {
+    fn start(cordon: &Cordon) -> Self {
+        let mut child = cordon
+            .command()
+            .arg("session")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Live {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    fn send(&mut self, line: Value) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn receive(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    }
+
+    fn finish(mut self) {
+        drop(self.stdin);
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn a_call_reports_status_output_display_and_acp_and_echoes_the_id() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\ntwo\n");
+    let out = session(&cordon, &[json!({"id": "r1", "tool": "read_file", "input": {"path": "a.txt"}})]);
+    let r = &out[0];
+    assert_eq!(r["id"], "r1");
+    assert_eq!(r["status"], "completed");
+    assert_eq!(r["output"], "one\ntwo\n");
+    assert_eq!(r["display"], "📖 read_file: a.txt\n  one\n  two");
+    assert_eq!(r["acp"]["kind"], "read");
+    assert_eq!(r["acp"]["status"], "completed");
+    assert_eq!(r["acp"]["title"], "read_file: a.txt");
+    let location = cordon.path("a.txt");
+    assert_eq!(r["acp"]["locations"][0]["path"], location.to_str().unwrap());
+}
+
+#[test]
+fn malformed_lines_get_an_error_and_the_session_goes_on() {
+    let cordon = Cordon::new();
+    let input = "not json\n[1,2]\n{\"id\": 5, \"what\": 1}\n{\"tool\": 3}\n\n{\"id\": 6, \"end_turn\": true}\n";
+    let run = cordon.run_with_stdin(&["session"], input);
+    assert_eq!(run.code, 0);
+    let out: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(out.len(), 5, "{}", run.stdout);
+    for r in &out[..4] {
+        assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
+    }
+    assert_eq!(out[2]["id"], 5);
+    assert_eq!(out[4]["id"], 6);
+    assert!(out[4]["counters"].is_object());
+}
+
+#[test]
+fn end_of_input_ends_the_session_with_status_0() {
+    let run = Cordon::new().run_with_stdin(&["session"], "");
+    assert_eq!(run.code, 0);
+    assert_eq!(run.stdout, "");
+}
+
+#[test]
+fn the_loop_detector_fires_on_the_third_identical_call() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "x\n");
+    let read = call("read_file", json!({"path": "a.txt"}));
+    let out = session(&cordon, &[read.clone(), read.clone(), read.clone()]);
+    assert!(!out[0]["output"].as_str().unwrap().contains("LOOP_DETECTED"));
+    assert!(!out[1]["output"].as_str().unwrap().contains("LOOP_DETECTED"));
+    let third = out[2]["output"].as_str().unwrap();
+    assert!(third.starts_with("x\n[LOOP_DETECTED: "), "{third}");
+}
+
+#[test]
+fn a_different_call_in_between_resets_the_loop_detector() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "x\n");
+    cordon.write("b.txt", "y\n");
+    let a = call("read_file", json!({"path": "a.txt"}));
+    let b = call("read_file", json!({"path": "b.txt"}));
+    let out = session(&cordon, &[a.clone(), a.clone(), b, a.clone(), a.clone()]);
+    for r in &out {
+        assert!(!r["output"].as_str().unwrap().contains("LOOP_DETECTED"), "{r}");
+    }
+}
+
+#[test]
+fn a_different_output_resets_the_loop_detector() {
+    let cordon = Cordon::new();
+    let run = call("bash", json!({"command": "echo $RANDOM$RANDOM"}));
+    let out = session(&cordon, &[run.clone(), run.clone(), run.clone()]);
+    for r in &out {
+        assert!(!r["output"].as_str().unwrap().contains("LOOP_DETECTED"), "{r}");
+    }
+}
+
+#[test]
+fn display_shows_preview_lines_or_no_output() {
+    let cordon = Cordon::new().with_args(&["--preview-lines", "2"]);
+    let out = session(
+        &cordon,
+        &[
+            call("bash", json!({"command": "printf 'a\\nb\\nc\\n'"})),
+            call("bash", json!({"command": "true"})),
+        ],
+    );
+    assert_eq!(out[0]["display"], "🛠️ bash: printf 'a\\nb\\nc\\n'\n  a\n  b\n  … (1 more lines)");
+    assert_eq!(out[1]["display"], "🛠️ bash: true\n  (no output)");
+}
+
+#[test]
+fn call_display_goes_to_stderr_dimmed_only_on_a_terminal() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "hello\n");
+    let run = cordon.run(&["call", "--display", "read_file", r#"{"path": "a.txt"}"#]);
+    assert_eq!(run.stdout, "hello\n");
+    assert!(run.stderr.contains("📖 read_file: a.txt\n  hello\n"), "{}", run.stderr);
+    assert!(!run.stderr.contains('\x1b'), "no ANSI off a terminal: {:?}", run.stderr);
+    let quiet = cordon.run(&["call", "read_file", r#"{"path": "a.txt"}"#]);
+    assert!(!quiet.stderr.contains("read_file"), "{}", quiet.stderr);
+}
+
+#[test]
+fn counters_count_per_turn_with_singular_and_plural() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "x\n");
+    let out = session(
+        &cordon,
+        &[
+            call("bash", json!({"command": "true"})),
+            call("bash", json!({"command": "true"})),
+            call("read_file", json!({"path": "a.txt"})),
+            json!({"end_turn": true}),
+            call("bash", json!({"command": "true"})),
+            call("write_file", json!({"path": "b.txt", "content": "b"})),
+            call("edit_file", json!({"path": "b.txt", "edits": [{"old": "b", "new": "c"}]})),
+            json!({"end_turn": true}),
+            json!({"end_turn": true}),
+        ],
+    );
+    assert_eq!(out[3]["counters"], json!({"commands": 2, "file_ops": 1, "skills": 0}));
+    assert_eq!(out[3]["display"], "⚙ 2 commands  📝 1 file op");
+    assert_eq!(out[7]["counters"], json!({"commands": 1, "file_ops": 2, "skills": 0}));
+    assert_eq!(out[7]["display"], "⚙ 1 command  📝 2 file ops");
+    assert_eq!(out[8]["display"], "");
+}
+
+#[test]
+fn skills_have_a_counter_of_their_own() {
+    let skills = tempfile::tempdir().unwrap();
+    std::fs::write(skills.path().join("deploy.md"), "# Deploy\n").unwrap();
+    let cordon = Cordon::new().with_args(&["--skills", skills.path().to_str().unwrap()]);
+    let out = session(
+        &cordon,
+        &[call("read_skill", json!({"name": "deploy"})), json!({"end_turn": true})],
+    );
+    assert_eq!(out[0]["display"], "📖 read_skill: deploy", "the skill is not echoed");
+    assert_eq!(out[1]["display"], "📖 1 skill");
+}
+
+#[test]
+fn deny_refuses_commands_and_edits_but_not_reads() {
+    let cordon = Cordon::new().with_args(&["--permissions", "deny"]);
+    cordon.write("a.txt", "x\n");
+    let out = session(
+        &cordon,
+        &[
+            call("bash", json!({"command": "touch ran"})),
+            call("write_file", json!({"path": "new.txt", "content": "x"})),
+            call("edit_file", json!({"path": "a.txt", "edits": [{"old": "x", "new": "y"}]})),
+            call("read_file", json!({"path": "a.txt"})),
+        ],
+    );
+    assert_eq!(out[0]["output"], "[command rejected by the user]");
+    assert_eq!(out[0]["status"], "failed");
+    assert_eq!(out[1]["status"], "failed");
+    assert!(out[1]["output"].as_str().unwrap().contains("rejected by the user"));
+    assert_eq!(out[2]["status"], "failed");
+    assert_eq!(out[3]["status"], "completed");
+    assert!(!cordon.path("ran").exists());
+    assert!(!cordon.path("new.txt").exists());
+    assert_eq!(cordon.read("a.txt"), "x\n");
+}
+
+#[test]
+fn ask_sends_the_diff_and_honours_each_answer() {
+    let cordon = Cordon::new().with_args(&["--permissions", "ask"]);
+    cordon.write("a.txt", "old\n");
+    let mut live = Live::start(&cordon);
+
+    live.send(json!({"id": 1, "tool": "write_file", "input": {"path": "new.txt", "content": "hi\n"}}));
+    let request = live.receive();
+    assert_eq!(request["id"], 1);
+    let tool_call = &request["permission_request"];
+    assert_eq!(tool_call["kind"], "edit");
+    let diff = &tool_call["content"][0];
+    assert_eq!(diff["type"], "diff");
+    assert_eq!(diff["path"], cordon.path("new.txt").to_str().unwrap());
+    assert!(diff.get("oldText").is_none_or(Value::is_null), "a new file has no old text");
+    assert_eq!(diff["newText"], "hi\n");
+    let options: Vec<&str> = request["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow_once", "allow_always", "reject_once", "reject_always"]);
+    assert!(!cordon.path("new.txt").exists(), "nothing is written before the answer");
+    live.send(json!({"permission": "reject_once"}));
+    let refused = live.receive();
+    assert_eq!(refused["status"], "failed");
+    assert!(!cordon.path("new.txt").exists());
+
+    live.send(json!({"tool": "edit_file", "input": {"path": "a.txt", "edits": [{"old": "old", "new": "new"}]}}));
+    let request = live.receive();
+    let diff = &request["permission_request"]["content"][0];
+    assert_eq!(diff["oldText"], "old\n");
+    assert_eq!(diff["newText"], "new\n");
+    assert_eq!(cordon.read("a.txt"), "old\n");
+    live.send(json!({"permission": "allow_once"}));
+    assert_eq!(live.receive()["status"], "completed");
+    assert_eq!(cordon.read("a.txt"), "new\n");
+
+    live.send(json!({"tool": "bash", "input": {"command": "echo ran"}}));
+    let request = live.receive();
+    assert_eq!(request["permission_request"]["kind"], "execute");
+    live.send(json!({"permission": "allow_always"}));
+    assert_eq!(live.receive()["output"], "ran\n");
+    live.send(json!({"tool": "bash", "input": {"command": "echo again"}}));
+    assert_eq!(live.receive()["output"], "again\n", "always holds for the session");
+
+    live.send(json!({"tool": "write_file", "input": {"path": "b.txt", "content": "b"}}));
+    live.receive();
+    live.send(json!({"permission": "reject_always"}));
+    assert_eq!(live.receive()["status"], "failed");
+    live.send(json!({"tool": "write_file", "input": {"path": "c.txt", "content": "c"}}));
+    let refused = live.receive();
+    assert_eq!(refused["status"], "failed", "reject_always holds: {refused}");
+    assert!(!cordon.path("b.txt").exists() && !cordon.path("c.txt").exists());
+    live.finish();
+}
+
+#[test]
+fn a_bad_permission_answer_refuses_the_call() {
+    let cordon = Cordon::new().with_args(&["--permissions", "ask"]);
+    let mut live = Live::start(&cordon);
+    live.send(json!({"tool": "bash", "input": {"command": "touch ran"}}));
+    assert!(live.receive()["permission_request"].is_object());
+    live.send(json!({"permission": "sure"}));
+    assert!(live.receive()["error"].is_string());
+    assert_eq!(live.receive()["output"], "[command rejected by the user]");
+    assert!(!cordon.path("ran").exists());
+    live.finish();
+}
+
+#[test]
+fn ask_without_a_terminal_refuses_a_one_shot_call() {
+    let cordon = Cordon::new().with_args(&["--permissions", "ask"]);
+    let mut command = cordon.command();
+    command.args(["call", "bash", r#"{"command": "touch ran"}"#]);
+    // A new session has no controlling terminal, so there is nobody to ask.
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let run = command.output().unwrap();
+    assert_eq!(run.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "[command rejected by the user]");
+    assert!(!cordon.path("ran").exists());
+}
+
+#[test]
+fn acp_view_of_an_edit_carries_old_and_new_text_and_the_absolute_path() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\ntwo\n");
+    let out = session(
+        &cordon,
+        &[call("edit_file", json!({"path": "a.txt", "edits": [{"old": "two", "new": "2"}]}))],
+    );
+    let acp = &out[0]["acp"];
+    assert_eq!(acp["kind"], "edit");
+    assert_eq!(acp["status"], "completed");
+    let path = cordon.path("a.txt");
+    assert_eq!(acp["locations"][0]["path"], path.to_str().unwrap());
+    assert_eq!(acp["content"][0]["type"], "diff");
+    assert_eq!(acp["content"][0]["oldText"], "one\ntwo\n");
+    assert_eq!(acp["content"][0]["newText"], "one\n2\n");
+    assert_eq!(acp["rawInput"]["path"], "a.txt");
+}
+
+/// Runs `cordon <args>` on a pseudo-terminal (util-linux `script`), typing `typed`, and
+/// returns everything the terminal showed.
+fn on_terminal(cordon: &Cordon, args: &[&str], typed: &str, no_color: bool) -> String {
+    let program = cordon.command();
+    let mut line = vec![program.get_program().to_string_lossy().into_owned()];
+    line.extend(program.get_args().map(|a| a.to_string_lossy().into_owned()));
+    line.extend(args.iter().map(|a| a.to_string()));
+    let quoted: Vec<String> = line
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    let mut script = std::process::Command::new("script");
+    script
+        .args(["-qec", &quoted.join(" "), "/dev/null"])
+        .env("CORDON_CACHE_DIR", crate::util::cache_dir())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    if no_color {
+        script.env("NO_COLOR", "1");
+    } else {
+        script.env_remove("NO_COLOR");
+    }
+    let mut child = script.spawn().expect("util-linux script runs");
+    child.stdin.take().unwrap().write_all(typed.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).replace('\r', "")
+}
+
+#[test]
+fn on_a_terminal_the_preview_is_dimmed_unless_no_color() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "hello\n");
+    let args = ["call", "--display", "read_file", r#"{"path": "a.txt"}"#];
+    let shown = on_terminal(&cordon, &args, "", false);
+    assert!(shown.contains("📖 read_file: a.txt\n\x1b[2m  hello\x1b[0m"), "{shown:?}");
+    let plain = on_terminal(&cordon, &args, "", true);
+    assert!(plain.contains("📖 read_file: a.txt\n  hello"), "{plain:?}");
+    assert!(!plain.contains("\x1b[2m"), "{plain:?}");
+}
+
+#[test]
+fn ask_on_a_terminal_shows_the_diff_and_takes_the_answer() {
+    let cordon = Cordon::new().with_args(&["--permissions", "ask"]);
+    let write = ["call", "write_file", r#"{"path": "t.txt", "content": "hi\n"}"#];
+    let shown = on_terminal(&cordon, &write, "n\n", true);
+    assert!(shown.contains("would create t.txt"), "{shown:?}");
+    assert!(shown.contains("Allow this call?"), "{shown:?}");
+    assert!(!cordon.path("t.txt").exists());
+    on_terminal(&cordon, &write, "y\n", true);
+    assert_eq!(cordon.read("t.txt"), "hi\n");
+}
