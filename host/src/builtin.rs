@@ -1,8 +1,11 @@
 //! The built-in tools: components embedded in the binary, and what each is granted.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::grants::Grants;
+use crate::manifest::Limits;
+use crate::plugin::{Source, Spec};
 use crate::runtime::Options;
 
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
@@ -27,5 +30,36 @@ pub fn grants(name: &str, options: &Options) -> Option<Grants> {
             .as_ref()
             .map(|dir| Grants::none(dir).read(dir)),
         _ => None,
+    }
+}
+
+/// The built-in plugins to load under `options`, with their grants and limits.
+pub fn specs(options: &Options) -> Vec<Spec> {
+    NAMES
+        .iter()
+        .filter_map(|name| {
+            Some(Spec {
+                name: name.to_string(),
+                source: Source::Builtin,
+                bytes: bytes::Bytes::from_static(component(name)?),
+                grants: grants(name, options)?,
+                limits: limits(name, options),
+                tools: None,
+            })
+        })
+        .collect()
+}
+
+/// Built-ins are trusted code, but still bounded: a pathological input must not hang or
+/// exhaust the host. `bash` waits in the host for its command, so its deadline is the
+/// command's plus a margin for killing it.
+fn limits(name: &str, options: &Options) -> Limits {
+    let timeout = match name {
+        "bash" => options.shell.timeout + Duration::from_secs(10),
+        _ => Duration::from_secs(60),
+    };
+    Limits {
+        timeout,
+        memory: 1 << 30,
     }
 }

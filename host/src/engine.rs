@@ -8,7 +8,7 @@
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
@@ -18,6 +18,9 @@ use crate::Error;
 
 /// Environment variable that overrides where compiled components are cached.
 pub const CACHE_DIR_ENV: &str = "CORDON_CACHE_DIR";
+
+/// How often the engine's epoch advances: the granularity of plugin deadlines.
+pub const TICK: Duration = Duration::from_millis(10);
 
 /// The shared engine and its compile cache.
 #[derive(Clone)]
@@ -40,6 +43,19 @@ impl Engine {
     /// cache, every start compiles).
     pub fn new(cache: Option<PathBuf>) -> Result<Self, Error> {
         let engine = wasmtime::Engine::new(&config()).map_err(|e| Error::Engine(e.to_string()))?;
+        // Deadlines are counted in epochs; a thread advances them for as long as the engine
+        // lives.
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("cordon-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(TICK);
+                }
+            })
+            .map_err(|e| Error::Engine(format!("cannot start the deadline timer: {e}")))?;
         Ok(Engine { engine, cache })
     }
 
@@ -141,6 +157,8 @@ fn config() -> Config {
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     // Component-model async (p3) is not used; its per-store bookkeeping is measurable.
     config.concurrency_support(false);
+    // Deadlines: a guest spinning in a loop is interrupted at its epoch deadline.
+    config.epoch_interruption(true);
     config
 }
 

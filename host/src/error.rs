@@ -22,6 +22,10 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Config(String),
+    #[error("plugin {plugin} cannot be loaded: {reason}")]
+    Plugin { plugin: String, reason: String },
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
     #[error("plugin {plugin}: cannot compile the component: {reason}")]

@@ -27,6 +27,8 @@ pub struct Grants {
     pub cwd: PathBuf,
     /// The shell capability and the confinement its commands run under; none: not granted.
     pub shell: Option<Arc<crate::shell::Policy>>,
+    /// Environment variables the plugin sees (none by default).
+    pub env: Vec<(String, String)>,
 }
 
 impl Grants {
@@ -36,6 +38,7 @@ impl Grants {
             dirs: Vec::new(),
             cwd: cwd.to_path_buf(),
             shell: None,
+            env: Vec::new(),
         }
     }
 

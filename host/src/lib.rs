@@ -14,6 +14,7 @@ pub mod caps;
 pub mod engine;
 pub mod error;
 pub mod grants;
+pub mod manifest;
 pub mod output;
 pub mod plugin;
 pub mod runtime;

@@ -6,16 +6,18 @@
 //! pre-instantiated component, so no state survives from one call to the next.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use wasmtime::Store;
-use wasmtime::component::Linker;
+use wasmtime::component::{Component, Linker};
+use wasmtime::{Store, Trap};
 
 use crate::Error;
 use crate::bindings::cordon::tool::types::{Context, Outcome};
 use crate::bindings::{Declaration, PluginWithCapabilities, PluginWithCapabilitiesPre, interface};
 use crate::caps::{self, files::Roots};
-use crate::engine::{Engine, Origin};
+use crate::engine::{Engine, Origin, TICK};
 use crate::grants::Grants;
+use crate::manifest::Limits;
 use crate::schema::InputSchema;
 use crate::state::State;
 
@@ -37,6 +39,22 @@ impl std::fmt::Display for Source {
     }
 }
 
+/// A plugin about to be loaded: its component and what it will be granted.
+pub struct Spec {
+    /// The plugin's name (the component file's stem).
+    pub name: String,
+    /// Where it comes from.
+    pub source: Source,
+    /// The component.
+    pub bytes: bytes::Bytes,
+    /// What it is granted.
+    pub grants: Grants,
+    /// The bounds on each call.
+    pub limits: Limits,
+    /// The tools its manifest lists; it may declare no others. None for built-ins.
+    pub tools: Option<Vec<String>>,
+}
+
 /// One tool a plugin declared.
 pub struct Tool {
     /// The declaration, as the plugin gave it.
@@ -54,29 +72,18 @@ pub struct Plugin {
     roots: Arc<Roots>,
     tools: Vec<Tool>,
     origin: Origin,
+    limits: Limits,
 }
 
 impl Plugin {
-    /// Loads the component `bytes` under `grants`.
+    /// Loads a compiled component under `grants` and `limits`.
     pub async fn load(
         engine: &Engine,
         name: &str,
         source: Source,
-        bytes: &[u8],
+        (component, origin): (Component, Origin),
         grants: Grants,
-    ) -> Result<Self, Error> {
-        let (component, origin) = engine.component(name, bytes)?;
-        Self::from_component(engine, name, source, component, origin, grants).await
-    }
-
-    /// Loads an already compiled component under `grants`.
-    pub async fn from_component(
-        engine: &Engine,
-        name: &str,
-        source: Source,
-        component: wasmtime::component::Component,
-        origin: Origin,
-        grants: Grants,
+        limits: Limits,
     ) -> Result<Self, Error> {
         let load_error = |e: wasmtime::Error| Error::Load {
             plugin: name.to_string(),
@@ -109,6 +116,7 @@ impl Plugin {
             roots: Arc::new(roots),
             tools: Vec::new(),
             origin,
+            limits,
         };
         let declarations = plugin.declarations().await.map_err(load_error)?;
         for declaration in declarations {
@@ -147,33 +155,56 @@ impl Plugin {
         &self.grants
     }
 
+    /// The bounds on each call.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// The tools it declared.
     pub fn tools(&self) -> &[Tool] {
         &self.tools
     }
 
-    /// Runs one call of `tool` in a fresh instance. An error is a trap or a failure to
-    /// instantiate, already worded for the model.
+    /// Runs one call of `tool` in a fresh instance, within the plugin's deadline and memory.
+    /// An error is a trap, a limit reached or a failure to instantiate, already worded for the
+    /// model.
     pub async fn call(&self, tool: &str, input: &str, context: Context) -> Result<Outcome, String> {
         let (mut store, instance) = self
             .instantiate()
             .await
             .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
-        let result = instance
+        // The epoch deadline stops a guest spinning in wasm; the timer also covers a call
+        // stuck in the host, one tick later.
+        let call = instance
             .cordon_tool_tool()
-            .call_call(&mut store, tool, input, &context)
-            .await;
+            .call_call(&mut store, tool, input, &context);
+        let result = tokio::time::timeout(self.limits.timeout + TICK, call).await;
         let printed = store.data().stdio.text();
         if !printed.is_empty() {
             tracing::debug!(plugin = %self.name, "plugin printed: {printed}");
         }
-        result.map_err(|e| {
+        let over_time = || {
             format!(
+                "the {} plugin ran past its {} s limit and was stopped; the call had no result",
+                self.name,
+                self.limits.timeout.as_secs_f64()
+            )
+        };
+        match result {
+            Ok(Ok(outcome)) => Ok(outcome),
+            Err(_) => Err(over_time()),
+            Ok(Err(e)) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => Err(over_time()),
+            Ok(Err(_)) if store.data().limiter.exceeded => Err(format!(
+                "the {} plugin needed more than its {} MiB of memory and was stopped; the call had no result",
+                self.name,
+                self.limits.memory >> 20
+            )),
+            Ok(Err(e)) => Err(format!(
                 "the {} plugin crashed while running {tool}: {}",
                 self.name,
                 e.root_cause()
-            )
-        })
+            )),
+        }
     }
 
     async fn declarations(&self) -> wasmtime::Result<Vec<Declaration>> {
@@ -186,10 +217,17 @@ impl Plugin {
     }
 
     async fn instantiate(&self) -> wasmtime::Result<(Store<State>, PluginWithCapabilities)> {
-        let state = State::new(self.grants.clone(), self.roots.clone())?;
+        let state = State::new(self.grants.clone(), self.roots.clone(), self.limits.memory)?;
         let mut store = Store::new(self.pre.engine(), state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(ticks(self.limits.timeout));
         let instance = self.pre.instantiate_async(&mut store).await?;
         Ok((store, instance))
     }
+}
+
+/// The number of epoch ticks in `duration`, rounded up.
+fn ticks(duration: Duration) -> u64 {
+    let ticks = duration.as_nanos().div_ceil(TICK.as_nanos());
+    u64::try_from(ticks).unwrap_or(u64::MAX)
 }

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use crate::bindings::cordon::tool::types::{self, Context, Diff, Location};
 use crate::engine::{Engine, Origin};
-use crate::plugin::{Plugin, Source, Tool};
+use crate::manifest::{self, Config};
+use crate::plugin::{Plugin, Source, Spec, Tool};
 use crate::{Error, builtin, output, shell};
 
 /// How the runtime is set up.
@@ -30,6 +31,10 @@ pub struct Options {
     pub shell: shell::Policy,
     /// Where compiled components are cached; none: compile at every start.
     pub cache_dir: Option<PathBuf>,
+    /// Directories of third-party plugins (`NAME.wasm` with `NAME.toml`).
+    pub plugin_dirs: Vec<PathBuf>,
+    /// cordon's config file (the user's consent for plugins); none: no consent given.
+    pub config: Option<PathBuf>,
 }
 
 /// The default for [`Options::max_output`].
@@ -37,7 +42,8 @@ pub const DEFAULT_MAX_OUTPUT: usize = 30_000;
 
 impl Options {
     /// The defaults for a workspace: edit tools on, no skills, output cut at 30 000 characters,
-    /// the default shell policy, and the default cache directory.
+    /// the default shell policy, cache directory, plugin directory and config file (the last
+    /// two only when they exist).
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         let workspace = workspace.into();
         Options {
@@ -47,6 +53,8 @@ impl Options {
             edit_tools: true,
             skills: None,
             cache_dir: crate::engine::default_cache_dir(),
+            plugin_dirs: manifest::default_plugin_dir().into_iter().collect(),
+            config: manifest::default_config_file(),
         }
     }
 }
@@ -90,6 +98,9 @@ pub struct Call<'a> {
 
 /// The loaded plugins and their tools.
 pub struct Runtime {
+    engine: Engine,
+    options: Options,
+    config: Config,
     plugins: Vec<Plugin>,
     /// Tool name → (plugin index, tool index).
     index: BTreeMap<String, (usize, usize)>,
@@ -98,7 +109,7 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Loads the built-in plugins as `options` say.
+    /// Loads the built-in plugins and the plugins of `options.plugin_dirs`, as `options` say.
     pub async fn new(mut options: Options) -> Result<Self, Error> {
         options.workspace = options
             .workspace
@@ -119,19 +130,38 @@ impl Runtime {
                 })?;
             options.skills = Some(dir);
         }
-        let engine = Engine::new(options.cache_dir.clone())?;
+        let config = match &options.config {
+            Some(path) => Config::read(path).map_err(Error::Config)?,
+            None => Config::default(),
+        };
+        let mut specs = builtin::specs(&options);
+        for dir in &options.plugin_dirs {
+            specs.extend(manifest::specs_in(dir, &options, &config)?);
+        }
+        let mut runtime = Runtime {
+            engine: Engine::new(options.cache_dir.clone())?,
+            plugins: Vec::new(),
+            index: BTreeMap::new(),
+            max_output: options.max_output,
+            workspace: options.workspace.clone(),
+            options,
+            config,
+        };
+        runtime.load(specs).await?;
+        Ok(runtime)
+    }
 
-        let wanted: Vec<(&str, &'static [u8], _)> = builtin::NAMES
-            .iter()
-            .filter_map(|name| {
-                let grants = builtin::grants(name, &options)?;
-                Some((*name, builtin::component(name)?, grants))
-            })
-            .collect();
-        let cold = wanted
-            .iter()
-            .filter(|(_, bytes, _)| !engine.is_cached(bytes))
-            .count();
+    /// Loads one more plugin, the component file at `path` with its manifest beside it, as a
+    /// plugin directory would (`cordon plugins check` uses it).
+    pub async fn add_plugin_file(&mut self, path: &Path) -> Result<&Plugin, Error> {
+        let spec = manifest::spec(path, &self.options, &self.config)?;
+        self.load(vec![spec]).await?;
+        Ok(self.plugins.last().expect("a plugin was just added"))
+    }
+
+    async fn load(&mut self, specs: Vec<Spec>) -> Result<(), Error> {
+        let engine = &self.engine;
+        let cold = specs.iter().filter(|s| !engine.is_cached(&s.bytes)).count();
         if cold > 0 {
             match engine.cache_dir() {
                 Some(dir) => tracing::info!(
@@ -142,28 +172,43 @@ impl Runtime {
             }
         }
         // Compile in parallel: on a cold start this is nearly all of the start-up time.
-        let compiling: Vec<_> = wanted
+        let compiling: Vec<_> = specs
             .iter()
-            .map(|(name, bytes, _)| {
-                let (engine, name, bytes) = (engine.clone(), name.to_string(), *bytes);
-                tokio::task::spawn_blocking(move || engine.component(&name, bytes))
+            .map(|spec| {
+                let (engine, name, bytes) = (engine.clone(), spec.name.clone(), spec.bytes.clone());
+                tokio::task::spawn_blocking(move || engine.component(&name, &bytes))
             })
             .collect();
-        let mut runtime = Runtime {
-            plugins: Vec::new(),
-            index: BTreeMap::new(),
-            max_output: options.max_output,
-            workspace: options.workspace.clone(),
-        };
-        for ((name, _, grants), compiled) in wanted.into_iter().zip(compiling) {
-            let (component, origin) =
-                compiled.await.map_err(|e| Error::Engine(e.to_string()))??;
-            let plugin =
-                Plugin::from_component(&engine, name, Source::Builtin, component, origin, grants)
-                    .await?;
-            runtime.add(plugin)?;
+        for (spec, compiled) in specs.into_iter().zip(compiling) {
+            let compiled = compiled.await.map_err(|e| Error::Engine(e.to_string()))??;
+            let plugin = Plugin::load(
+                &self.engine,
+                &spec.name,
+                spec.source,
+                compiled,
+                spec.grants,
+                spec.limits,
+            )
+            .await?;
+            if let Some(listed) = &spec.tools {
+                let declared: Vec<&str> = plugin
+                    .tools()
+                    .iter()
+                    .map(|t| t.declaration.name.as_str())
+                    .collect();
+                if declared.iter().any(|d| !listed.iter().any(|l| l == d)) {
+                    return Err(Error::Plugin {
+                        plugin: spec.name,
+                        reason: format!(
+                            "it declares the tools {declared:?} but its manifest lists {listed:?}; \
+                             list every tool in the manifest's `tools`"
+                        ),
+                    });
+                }
+            }
+            self.add(plugin)?;
         }
-        Ok(runtime)
+        Ok(())
     }
 
     fn add(&mut self, plugin: Plugin) -> Result<(), Error> {
@@ -174,7 +219,10 @@ impl Runtime {
                 return Err(Error::DuplicateTool {
                     plugin: plugin.name().to_string(),
                     tool: name.clone(),
-                    existing: format!("plugin {}", self.plugins[other].name()),
+                    existing: match self.plugins[other].source() {
+                        Source::Builtin => "the built-in tools".to_string(),
+                        Source::File(path) => format!("plugin {}", path.display()),
+                    },
                 });
             }
             self.index.insert(name.clone(), (p, t));

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
@@ -16,14 +16,15 @@ use crate::grants::Grants;
 
 /// How much of a plugin's stdout and stderr (together) is kept for the log.
 const CAPTURE_BYTES: usize = 64 * 1024;
-/// The most linear memory one plugin instance may use.
-const MEMORY_BYTES: usize = 512 << 20;
+/// The most table elements, instances, tables and memories an instance may have.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+const MAX_INSTANCES: usize = 64;
 
 /// The data of one plugin instance's store.
 pub(crate) struct State {
     wasi: WasiCtx,
     table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limiter: Limiter,
     pub(crate) grants: Arc<Grants>,
     pub(crate) roots: Arc<Roots>,
     pub(crate) stdio: Capture,
@@ -32,7 +33,11 @@ pub(crate) struct State {
 impl State {
     /// A fresh state with exactly the plugin's grants. Fails only if a granted directory
     /// cannot be opened.
-    pub(crate) fn new(grants: Arc<Grants>, roots: Arc<Roots>) -> std::io::Result<Self> {
+    pub(crate) fn new(
+        grants: Arc<Grants>,
+        roots: Arc<Roots>,
+        memory: usize,
+    ) -> std::io::Result<Self> {
         let stdio = Capture::default();
         let mut wasi = WasiCtxBuilder::new();
         // File reads and writes finish quickly; running them on the calling thread instead of
@@ -42,6 +47,9 @@ impl State {
             .stdout(stdio.clone())
             .stderr(stdio.clone())
             .initial_cwd(grants.cwd.to_string_lossy());
+        for (key, value) in &grants.env {
+            wasi.env(key, value);
+        }
         for dir in &grants.dirs {
             let perms = if dir.writable {
                 FsPerms::ReadWrite
@@ -55,11 +63,10 @@ impl State {
         Ok(State {
             wasi: wasi.build(),
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(MEMORY_BYTES)
-                .instances(64)
-                .tables(64)
-                .build(),
+            limiter: Limiter {
+                memory,
+                exceeded: false,
+            },
             grants,
             roots,
             stdio,
@@ -73,6 +80,47 @@ impl WasiView for State {
             ctx: &mut self.wasi,
             table: &mut self.table,
         }
+    }
+}
+
+/// Bounds an instance's memory, and remembers whether the plugin hit the bound so a failed
+/// call can say why.
+pub(crate) struct Limiter {
+    memory: usize,
+    pub(crate) exceeded: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _: usize,
+        desired: usize,
+        _: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.memory;
+        self.exceeded |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _: usize,
+        desired: usize,
+        _: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_INSTANCES
     }
 }
 

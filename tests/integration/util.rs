@@ -121,3 +121,60 @@ impl Cordon {
 pub fn cache_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_TARGET_TMPDIR"), "/cordon-cache"))
 }
+
+/// Builds the wasm32-wasip2 components of the given workspace packages (once per package per
+/// test run) and returns the directory holding `<package>.wasm`.
+pub fn wasm_components(packages: &[&str]) -> PathBuf {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static BUILT: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let target = root.join("target").join("plugins");
+    let out = target.join("wasm32-wasip2").join("release");
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let built = built.get_or_insert_with(HashSet::new);
+    let missing: Vec<&str> = packages
+        .iter()
+        .copied()
+        .filter(|p| !built.contains(*p))
+        .collect();
+    if !missing.is_empty() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .current_dir(root)
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--target-dir",
+            ])
+            .arg(&target);
+        for package in &missing {
+            build.args(["-p", package]);
+        }
+        for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_TARGET_DIR"] {
+            build.env_remove(var);
+        }
+        let status = build.status().expect("run cargo to build test components");
+        assert!(
+            status.success(),
+            "building {missing:?} for wasm32-wasip2 failed"
+        );
+        built.extend(missing.iter().map(|p| p.to_string()));
+    }
+    out
+}
+
+/// A plugin directory holding the component `from` (a path) as `<name>.wasm` with `manifest`
+/// as `<name>.toml`.
+pub fn plugin_dir(name: &str, from: &Path, manifest: &str) -> TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("cordon-plugins-")
+        .tempdir()
+        .unwrap();
+    std::fs::copy(from, dir.path().join(format!("{name}.wasm"))).unwrap();
+    std::fs::write(dir.path().join(format!("{name}.toml")), manifest).unwrap();
+    dir
+}

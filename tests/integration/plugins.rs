@@ -1,0 +1,285 @@
+//! Third-party plugins: loading from a plugin directory, grants from the manifest and the
+//! user's consent, and the hard limits on each call, shown with a plugin that misbehaves on
+//! purpose (tests/plugins/hostile).
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use crate::util::{Cordon, plugin_dir, wasm_components};
+
+const HOSTILE_TOOLS: &str =
+    r#"tools = ["spin", "hog", "flood", "crash", "read_path", "write_path", "env"]"#;
+
+fn component(package: &str) -> PathBuf {
+    wasm_components(&[package]).join(format!("{package}.wasm"))
+}
+
+/// A workspace with the hostile plugin loaded under `manifest` (after the tools line).
+fn hostile(manifest: &str) -> (Cordon, tempfile::TempDir) {
+    let dir = plugin_dir(
+        "hostile",
+        &component("hostile"),
+        &format!("{HOSTILE_TOOLS}\n{manifest}"),
+    );
+    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
+    (cordon, dir)
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_at_its_deadline_and_the_host_goes_on() {
+    let (cordon, _dir) = hostile("[limits]\ntimeout_secs = 1\n");
+    let lines = "{\"tool\": \"spin\", \"input\": {}}\n{\"tool\": \"env\", \"input\": {}}\n";
+    let started = std::time::Instant::now();
+    let run = cordon.run_with_stdin(&["session"], lines);
+    let out: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out[0]["status"], "failed");
+    assert_eq!(
+        out[0]["output"],
+        "the hostile plugin ran past its 1 s limit and was stopped; the call had no result"
+    );
+    assert_eq!(
+        out[1]["status"], "completed",
+        "the next call runs: {}",
+        out[1]
+    );
+    assert!(started.elapsed().as_secs() < 20);
+}
+
+#[test]
+fn a_memory_bomb_is_refused_at_the_cap() {
+    let (cordon, _dir) = hostile("[limits]\nmemory_mib = 32\n");
+    let run = cordon.call("hog", json!({}));
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stdout,
+        "the hostile plugin needed more than its 32 MiB of memory and was stopped; the call had no result"
+    );
+}
+
+#[test]
+fn a_stdout_flood_is_bounded_and_never_reaches_the_host_stdout() {
+    let (cordon, _dir) = hostile("");
+    let run = cordon.call("flood", json!({}));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "flooded");
+    assert!(
+        run.stderr.len() < 64 * 1024,
+        "stderr got {} bytes",
+        run.stderr.len()
+    );
+}
+
+#[test]
+fn a_trap_fails_one_call_and_the_next_succeeds() {
+    let (cordon, _dir) = hostile("");
+    let lines = "{\"tool\": \"crash\", \"input\": {}}\n{\"tool\": \"env\", \"input\": {}}\n";
+    let run = cordon.run_with_stdin(&["session"], lines);
+    let out: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out[0]["status"], "failed");
+    let text = out[0]["output"].as_str().unwrap();
+    assert!(
+        text.starts_with("the hostile plugin crashed while running crash"),
+        "{text}"
+    );
+    assert_eq!(out[1]["status"], "completed");
+}
+
+#[test]
+fn reading_or_writing_outside_the_grants_fails() {
+    let (cordon, _dir) = hostile("[grants]\nread = [\".\"]\n");
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "top secret").unwrap();
+    let read = cordon.call("read_path", json!({"path": secret}));
+    assert_eq!(read.code, 1);
+    assert!(!read.stdout.contains("top secret"));
+    cordon.write("inside.txt", "visible");
+    let inside = cordon.call("read_path", json!({"path": cordon.path("inside.txt")}));
+    assert_eq!(inside.stdout, "visible", "the read grant works");
+    for target in [outside.path().join("new.txt"), cordon.path("new.txt")] {
+        let write = cordon.call("write_path", json!({"path": target}));
+        assert_eq!(write.code, 1, "{}", write.stdout);
+        assert!(!target.exists(), "{} was created", target.display());
+    }
+}
+
+#[test]
+fn a_plugin_sees_only_the_environment_variables_it_declares() {
+    let (cordon, _dir) = hostile("[grants]\nenv = [\"CORDON_TEST_VISIBLE\"]\n");
+    let run = cordon
+        .command()
+        .env("CORDON_TEST_VISIBLE", "yes")
+        .env("CORDON_TEST_SECRET", "no")
+        .args(["call", "env"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        "CORDON_TEST_VISIBLE=yes"
+    );
+}
+
+#[test]
+fn importing_the_shell_without_the_grant_is_refused_at_load() {
+    let dir = plugin_dir("sh", &component("bash"), "tools = [\"bash\"]\n");
+    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
+    let run = cordon.run(&["tools"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("plugin sh imports cordon:tool/shell@0.1.0, which it was not granted"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_shell_grant_needs_the_users_consent() {
+    let dir = plugin_dir(
+        "sh",
+        &component("bash"),
+        "tools = [\"bash\"]\n[grants]\nshell = true\n",
+    );
+    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
+    let run = cordon.run(&["tools"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("allow_shell = true"), "{}", run.stderr);
+}
+
+#[test]
+fn a_sha256_mismatch_is_refused() {
+    let (cordon, _dir) = hostile(&format!("sha256 = \"{}\"\n", "0".repeat(64)));
+    let run = cordon.run(&["tools"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("but its manifest pins"),
+        "{}",
+        run.stderr
+    );
+    let bytes = std::fs::read(component("hostile")).unwrap();
+    let pin = cordon::manifest::sha256_hex(&bytes);
+    let (pinned, _dir) = hostile(&format!("sha256 = \"{pin}\"\n"));
+    assert_eq!(pinned.run(&["tools"]).code, 0);
+}
+
+#[test]
+fn a_name_collision_is_refused() {
+    let dir = plugin_dir(
+        "reader",
+        &component("read_file"),
+        "tools = [\"read_file\"]\n[grants]\nread = [\".\"]\n",
+    );
+    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
+    let run = cordon.run(&["tools"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("plugin reader declares the tool \"read_file\", which the built-in tools already declare"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn undeclared_tools_and_missing_manifests_are_refused() {
+    let dir = plugin_dir("hostile", &component("hostile"), "tools = [\"spin\"]\n");
+    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
+    let run = cordon.run(&["tools"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("list every tool in the manifest"),
+        "{}",
+        run.stderr
+    );
+    std::fs::remove_file(dir.path().join("hostile.toml")).unwrap();
+    let run = cordon.run(&["tools"]);
+    assert!(run.stderr.contains("has no manifest"), "{}", run.stderr);
+}
+
+#[test]
+fn grants_outside_the_workspace_and_raised_limits_need_consent() {
+    let outside = tempfile::tempdir().unwrap();
+    let manifest = format!(
+        "[grants]\nread = [{:?}]\n[limits]\ntimeout_secs = 30\n",
+        outside.path().to_str().unwrap()
+    );
+    let (cordon, dir) = hostile(&manifest);
+    let refused = cordon.run(&["tools"]);
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused.stderr.contains("allow_outside_workspace = true"),
+        "{}",
+        refused.stderr
+    );
+
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[plugins.hostile]\nallow_outside_workspace = true\n",
+    )
+    .unwrap();
+    let config_arg = ["--config", config.to_str().unwrap()];
+    let run = cordon.run(&[&config_arg[..], &["tools"]].concat());
+    assert!(
+        run.stderr.contains("max_timeout_secs = 30"),
+        "{}",
+        run.stderr
+    );
+
+    std::fs::write(
+        &config,
+        "[plugins.hostile]\nallow_outside_workspace = true\nmax_timeout_secs = 30\n",
+    )
+    .unwrap();
+    std::fs::write(outside.path().join("granted.txt"), "granted").unwrap();
+    let path = outside.path().join("granted.txt");
+    let input = json!({"path": path}).to_string();
+    let run = cordon.run(&[&config_arg[..], &["call", "read_path", &input]].concat());
+    assert_eq!(run.stdout, "granted", "{}", run.stderr);
+}
+
+#[test]
+fn tools_and_plugins_check_show_where_a_tool_comes_from_and_its_grants() {
+    let (cordon, dir) =
+        hostile("[grants]\nread = [\".\"]\n[limits]\ntimeout_secs = 2\nmemory_mib = 16\n");
+    let wasm = dir.path().join("hostile.wasm");
+    let tools = cordon.run(&["tools"]);
+    assert!(
+        tools
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("spin") && l.contains(wasm.to_str().unwrap())),
+        "{}",
+        tools.stdout
+    );
+    let plain = Cordon::new();
+    let check = plain.run(&["plugins", "check", wasm.to_str().unwrap()]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(
+        check.stdout.contains("tool spin (other)"),
+        "{}",
+        check.stdout
+    );
+    assert!(
+        check
+            .stdout
+            .contains(&format!("grant read-only: {}", plain.root().display())),
+        "{}",
+        check.stdout
+    );
+    assert!(
+        check
+            .stdout
+            .contains("limits: 2 s per call, 16 MiB of memory"),
+        "{}",
+        check.stdout
+    );
+}
