@@ -1,0 +1,222 @@
+//! A `pids` cgroup per command: the kernel bound on its number of tasks that also holds for
+//! root (which `RLIMIT_NPROC` does not bind).
+//!
+//! The cgroup is created below the helper's own cgroup in whichever hierarchy has the `pids`
+//! controller: the unified (v2) one, else the v1 `pids` one. The command's child joins it
+//! before its confinement is applied; after the command the helper removes it.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A cgroup created for one command.
+pub(super) struct Cgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, open for writing (the child writes its pid there).
+    procs: File,
+    /// The cgroup v2 `cgroup.kill` file, when the kernel has it.
+    kill: Option<PathBuf>,
+}
+
+impl Cgroup {
+    /// Creates the cgroup of this helper's command, with at most `max` tasks, or says why
+    /// none could be created.
+    pub fn create(max: u32) -> Result<Cgroup, String> {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let mut tried = Vec::new();
+        for (parent, v2) in candidates(&mounts, &own) {
+            match make(&parent, v2, max) {
+                Ok(cgroup) => return Ok(cgroup),
+                Err(why) => tried.push(why),
+            }
+        }
+        if tried.is_empty() {
+            tried.push("no cgroup hierarchy with the pids controller is mounted".to_string());
+        }
+        Err(tried.join("; "))
+    }
+
+    /// Moves the calling process into the cgroup (called by the command's child).
+    pub fn join(&self) -> Result<(), String> {
+        // SAFETY: no arguments.
+        let pid = unsafe { libc::getpid() };
+        (&self.procs)
+            .write_all(pid.to_string().as_bytes())
+            .map_err(|e| format!("cannot join the pids cgroup {}: {e}", self.dir.display()))
+    }
+
+    /// Kills every process in the cgroup at once, where the kernel can (cgroup v2).
+    pub fn kill_all(&self) {
+        if let Some(kill) = &self.kill {
+            let _ = std::fs::write(kill, "1");
+        }
+    }
+
+    /// Removes the cgroup once its last task is gone.
+    pub fn remove(self) {
+        for _ in 0..200 {
+            match std::fs::remove_dir(&self.dir) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                _ => return,
+            }
+        }
+    }
+}
+
+/// The helper's own cgroup directories that have the `pids` controller: (directory, is v2),
+/// v2 first.
+fn candidates(mountinfo: &str, own: &str) -> Vec<(PathBuf, bool)> {
+    let mut found = Vec::new();
+    for v2 in [true, false] {
+        for line in own.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(id), Some(controllers), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let wanted = if v2 {
+                id == "0" && controllers.is_empty()
+            } else {
+                controllers.split(',').any(|c| c == "pids")
+            };
+            if !wanted {
+                continue;
+            }
+            for (root, mount_point) in mounts(mountinfo, v2) {
+                let relative = if root == "/" {
+                    Some(path)
+                } else {
+                    path.strip_prefix(root.as_str())
+                        .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+                };
+                if let Some(relative) = relative {
+                    let dir = mount_point.join(relative.trim_start_matches('/'));
+                    if !v2 || has_pids(&dir) {
+                        found.push((dir, v2));
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The (root, mount point) of the mounted cgroup2 hierarchies (`v2`) or v1 `pids` ones.
+fn mounts(mountinfo: &str, v2: bool) -> Vec<(String, PathBuf)> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let sep = fields.iter().position(|f| *f == "-")?;
+            let fstype = *fields.get(sep + 1)?;
+            let options = *fields.get(sep + 3)?;
+            let matches = if v2 {
+                fstype == "cgroup2"
+            } else {
+                fstype == "cgroup" && options.split(',').any(|o| o == "pids")
+            };
+            matches.then(|| (unescape(fields[3]), PathBuf::from(unescape(fields[4]))))
+        })
+        .collect()
+}
+
+/// Decodes the octal escapes (`\040` for a space) of a mountinfo field.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\'
+            && i + 3 < bytes.len()
+            && let Some(value) = std::str::from_utf8(&bytes[i + 1..i + 4])
+                .ok()
+                .and_then(|octal| u8::from_str_radix(octal, 8).ok())
+        {
+            out.push(value);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn has_pids(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.controllers"))
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "pids"))
+}
+
+/// Creates `<parent>/cordon-bash-<pid>` limited to `max` tasks.
+fn make(parent: &Path, v2: bool, max: u32) -> Result<Cgroup, String> {
+    let what = |e: std::io::Error, doing: &str| format!("{doing} {}: {e}", parent.display());
+    if v2 {
+        let control = parent.join("cgroup.subtree_control");
+        let enabled = std::fs::read_to_string(&control)
+            .map_err(|e| what(e, "cannot read cgroup.subtree_control in"))?;
+        if !enabled.split_whitespace().any(|c| c == "pids") {
+            // pids is a threaded controller: it may be enabled although the parent has
+            // processes of its own.
+            std::fs::write(&control, "+pids")
+                .map_err(|e| what(e, "cannot enable the pids controller below"))?;
+        }
+    }
+    // SAFETY: no arguments.
+    let dir = parent.join(format!("cordon-bash-{}", unsafe { libc::getpid() }));
+    // A leftover of an earlier helper with the same pid is empty: remove it first.
+    let _ = std::fs::remove_dir(&dir);
+    std::fs::create_dir(&dir).map_err(|e| what(e, "cannot create a cgroup in"))?;
+    let setup = || -> Result<Cgroup, String> {
+        std::fs::write(dir.join("pids.max"), max.to_string())
+            .map_err(|e| what(e, "cannot set pids.max below"))?;
+        let procs = OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .map_err(|e| what(e, "cannot open cgroup.procs below"))?;
+        let kill = dir.join("cgroup.kill");
+        Ok(Cgroup {
+            kill: (v2 && kill.exists()).then_some(kill),
+            dir: dir.clone(),
+            procs,
+        })
+    };
+    setup().inspect_err(|_| {
+        let _ = std::fs::remove_dir(&dir);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn finds_the_v1_pids_hierarchy() {
+        let own = "8:pids:/a/b\n4:memory:/x\n0::/\n";
+        let found = candidates(MOUNTINFO, own);
+        // The v2 hierarchy of this test has no pids controller on this path.
+        assert!(
+            found.contains(&(PathBuf::from("/sys/fs/cgroup/pids/a/b"), false)),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn unescapes_mount_points() {
+        assert_eq!(unescape(r"/mnt/with\040space"), "/mnt/with space");
+        assert_eq!(unescape(r"/plain"), "/plain");
+    }
+}

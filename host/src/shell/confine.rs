@@ -1,0 +1,650 @@
+//! The kernel confinement of a command: prepared in the helper ([`prepare`], which refuses
+//! what the kernel cannot enforce), applied in the forked child just before bash is exec'd
+//! ([`Plan::apply`]).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use super::cgroup::Cgroup;
+use super::wire::{self, Request};
+use super::{READ_ROOTS, SECRET_PATHS};
+
+/// The confinement of one command, ready to apply.
+pub(super) struct Plan {
+    ruleset: RulesetCreated,
+    filters: Vec<BpfProgram>,
+    /// The pids cgroup of the command, when one could be created.
+    pub cgroup: Option<Cgroup>,
+    /// `RLIMIT_NPROC`, when there is no cgroup (non-root only).
+    nproc: Option<u64>,
+    memory: Option<u64>,
+    root: bool,
+}
+
+/// What the refusal of a confined command says after naming the missing part.
+const ESCAPE_HATCH: &str = "start cordon with --unconfined-bash to run commands without the \
+                            kernel confinement (timeout, process-tree kill and output bound \
+                            still apply)";
+
+fn refusal(missing: impl std::fmt::Display) -> String {
+    format!("bash cannot run confined: {missing}; {ESCAPE_HATCH}")
+}
+
+/// Builds the confinement of `request`, or says which part the kernel cannot enforce.
+pub(super) fn prepare(request: &Request) -> Result<Plan, String> {
+    let abi = landlock_abi().map_err(refusal)?;
+    // Landlock confines connecting to pathname Unix sockets from ABI 9 on; before, AF_UNIX
+    // sockets are refused altogether (see the module documentation of `shell`).
+    let target = if abi >= ABI::V9 { ABI::V9 } else { ABI::V6 };
+    let ruleset = ruleset(request, target)?;
+    let filters = seccomp(request.network, target >= ABI::V9).map_err(refusal)?;
+    // SAFETY: no arguments.
+    let (uid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
+    let root = uid == 0 || euid == 0;
+    let (cgroup, nproc) = match Cgroup::create(request.max_processes) {
+        Ok(cgroup) => (Some(cgroup), None),
+        Err(why) if root => {
+            return Err(refusal(format!(
+                "cannot bound the number of processes: cordon runs as root, which the kernel \
+                 exempts from RLIMIT_NPROC, and no pids cgroup could be created ({why})"
+            )));
+        }
+        Err(_) => {
+            let current = tasks_of(uid)
+                .map_err(|e| refusal(format!("cannot count the processes of uid {uid}: {e}")))?;
+            (None, Some(current + u64::from(request.max_processes)))
+        }
+    };
+    Ok(Plan {
+        ruleset,
+        filters,
+        cgroup,
+        nproc,
+        memory: request.memory_limit,
+        root,
+    })
+}
+
+impl Plan {
+    /// Confines the calling process (the command's child, single-threaded, about to exec).
+    pub fn apply(self) -> Result<(), String> {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.join().map_err(refusal)?;
+        }
+        limit(libc::RLIMIT_CORE, 0)?;
+        if let Some(bytes) = self.memory {
+            limit(libc::RLIMIT_AS, bytes)?;
+        }
+        if let Some(tasks) = self.nproc {
+            limit(libc::RLIMIT_NPROC, tasks)?;
+        }
+        drop_capabilities(self.root).map_err(refusal)?;
+        let status = self
+            .ruleset
+            .restrict_self()
+            .map_err(|e| refusal(format!("Landlock refused the ruleset: {e}")))?;
+        if status.ruleset != RulesetStatus::FullyEnforced {
+            return Err(refusal(format!(
+                "Landlock enforced the ruleset only partly ({:?})",
+                status.ruleset
+            )));
+        }
+        for filter in &self.filters {
+            seccompiler::apply_filter(filter)
+                .map_err(|e| refusal(format!("cannot install the seccomp filter: {e}")))?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Landlock
+
+/// The Landlock ABI of the running kernel, if it is recent enough (6: signal scoping).
+fn landlock_abi() -> Result<ABI, String> {
+    // The crate hides the kernel's version on purpose (rules should not depend on it); here
+    // it only decides whether to refuse, and how to say so.
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: the documented version query: no attribute, size 0.
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if version <= 0 {
+        return Err(
+            if io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP) {
+                "Landlock is built into this kernel but not enabled (add landlock to the lsm= \
+                 kernel parameter)"
+            } else {
+                "this kernel has no Landlock (Linux 6.12 or later with CONFIG_SECURITY_LANDLOCK \
+                 is needed)"
+            }
+            .to_string(),
+        );
+    }
+    let abi = ABI::from(version as i32);
+    if abi >= ABI::V6 {
+        return Ok(abi);
+    }
+    let mut missing = Vec::new();
+    if abi < ABI::V3 {
+        missing.push("control of file truncation (ABI 3)");
+    }
+    if abi < ABI::V4 {
+        missing.push("TCP network rules (ABI 4)");
+    }
+    if abi < ABI::V5 {
+        missing.push("control of device ioctls (ABI 5)");
+    }
+    missing.push("scoping of signals and abstract Unix sockets (ABI 6)");
+    Err(format!(
+        "the kernel's Landlock ABI is {abi}, which lacks {}; Linux 6.12 or later (ABI 6) is \
+         needed",
+        missing.join(", ")
+    ))
+}
+
+/// The file-system, network and scope ruleset of `request`.
+fn ruleset(request: &Request, abi: ABI) -> Result<RulesetCreated, String> {
+    let landlock = |e: landlock::RulesetError| refusal(format!("Landlock: {e}"));
+    let all = AccessFs::from_all(abi);
+    let read = AccessFs::from_read(abi);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(all)
+        .map_err(landlock)?;
+    if !request.network {
+        // No rule for any port: TCP bind and connect are denied.
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(landlock)?;
+    }
+    let ruleset = ruleset.scope(Scope::from_all(abi)).map_err(landlock)?;
+
+    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
+    // Writable: the workspace, the private directory, the extra writable paths.
+    let workspace = wire::to_path(&request.workspace);
+    rules.push((workspace, all));
+    rules.push((wire::to_path(&request.private_dir), all));
+    for path in &request.extra_write {
+        let path = existing(path, "writable")?;
+        rules.push((path, all));
+    }
+    // Readable: the system directories, the extra readable paths, less the secrets.
+    for root in READ_ROOTS {
+        if let Ok(path) = Path::new(root).canonicalize() {
+            grant_read(&path, read, &mut rules);
+        }
+    }
+    for path in &request.extra_read {
+        let path = existing(path, "readable")?;
+        grant_read(&path, read, &mut rules);
+    }
+    rules.push(("/proc".into(), AccessFs::ReadFile | AccessFs::ReadDir));
+    let device_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+    for device in ["/dev/null", "/dev/zero", "/dev/full"] {
+        rules.push((device.into(), device_rw));
+    }
+    for device in ["/dev/random", "/dev/urandom"] {
+        rules.push((device.into(), AccessFs::ReadFile.into()));
+    }
+
+    let mut created = ruleset.create().map_err(landlock)?;
+    for (path, access) in rules {
+        let Ok(fd) = PathFd::new(&path) else {
+            // A device or system directory this machine lacks.
+            continue;
+        };
+        let access = if path.is_dir() {
+            access
+        } else {
+            access & AccessFs::from_file(abi)
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| refusal(format!("Landlock rule for {}: {e}", path.display())))?;
+    }
+    Ok(created)
+}
+
+/// An extra path of the policy, which must exist, canonical.
+fn existing(path: &[u8], what: &str) -> Result<PathBuf, String> {
+    let path = wire::to_path(path);
+    path.canonicalize()
+        .map_err(|e| format!("the extra {what} path {} is unusable: {e}", path.display()))
+}
+
+/// Grants `access` below `path`, except to the secret paths: a directory that has a secret
+/// below it is granted entry by entry (symbolic links left out) instead of as a whole.
+fn grant_read(
+    path: &Path,
+    access: BitFlags<AccessFs>,
+    rules: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
+) {
+    let bytes = path.as_os_str().as_bytes();
+    if SECRET_PATHS.iter().any(|s| bytes.starts_with(s.as_bytes())) {
+        return;
+    }
+    let mut prefix = bytes.to_vec();
+    if !prefix.ends_with(b"/") {
+        prefix.push(b'/');
+    }
+    if !SECRET_PATHS
+        .iter()
+        .any(|s| s.as_bytes().starts_with(&prefix))
+    {
+        rules.push((path.to_path_buf(), access));
+        return;
+    }
+    rules.push((path.to_path_buf(), AccessFs::ReadDir.into()));
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| !t.is_symlink()) {
+            grant_read(&entry.path(), access, rules);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// seccomp
+
+/// System calls that fail with `EPERM`.
+const DENIED: &[i64] = &[
+    // Other processes' memory and descriptors.
+    libc::SYS_ptrace,
+    libc::SYS_process_vm_readv,
+    libc::SYS_process_vm_writev,
+    libc::SYS_pidfd_getfd,
+    // Namespaces and mounts.
+    libc::SYS_unshare,
+    libc::SYS_setns,
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_chroot,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+    libc::SYS_move_mount,
+    libc::SYS_open_tree,
+    libc::SYS_mount_setattr,
+    libc::SYS_open_by_handle_at,
+    // Kernel interfaces shared with the host.
+    libc::SYS_bpf,
+    libc::SYS_perf_event_open,
+    libc::SYS_userfaultfd,
+    libc::SYS_keyctl,
+    libc::SYS_add_key,
+    libc::SYS_request_key,
+    libc::SYS_kexec_load,
+    libc::SYS_init_module,
+    libc::SYS_finit_module,
+    libc::SYS_delete_module,
+    libc::SYS_acct,
+    libc::SYS_swapon,
+    libc::SYS_swapoff,
+    libc::SYS_reboot,
+    libc::SYS_quotactl,
+    libc::SYS_vhangup,
+    // System V and POSIX message-queue IPC (shared with the host's processes).
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+];
+
+/// System calls that fail with `ENOSYS`, so that libraries fall back to older ones.
+const UNIMPLEMENTED: &[i64] = &[
+    // Its flags are in memory, out of a filter's reach; C libraries fall back to clone.
+    libc::SYS_clone3,
+    // Operations that bypass system-call filtering (sockets among them).
+    libc::SYS_io_uring_setup,
+    libc::SYS_io_uring_enter,
+    libc::SYS_io_uring_register,
+];
+
+/// `clone` flags that create namespaces (`CLONE_NEWTIME` shares its bit with the exit signal
+/// in `clone`, which cannot create a time namespace anyway).
+const NAMESPACE_FLAGS: [libc::c_int; 7] = [
+    libc::CLONE_NEWNS,
+    libc::CLONE_NEWCGROUP,
+    libc::CLONE_NEWUTS,
+    libc::CLONE_NEWIPC,
+    libc::CLONE_NEWUSER,
+    libc::CLONE_NEWPID,
+    libc::CLONE_NEWNET,
+];
+
+/// The seccomp programs to install, in order.
+fn seccomp(network: bool, allow_unix: bool) -> Result<Vec<BpfProgram>, String> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|_| {
+        format!(
+            "cordon has no seccomp filter for the {} architecture",
+            std::env::consts::ARCH
+        )
+    })?;
+    let error = |e: seccompiler::BackendError| format!("cannot build the seccomp filter: {e}");
+    let mut denied: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
+    let mut clone = Vec::new();
+    for flag in NAMESPACE_FLAGS {
+        let flag = flag as u64;
+        let condition = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(flag),
+            flag,
+        )
+        .map_err(error)?;
+        clone.push(SeccompRule::new(vec![condition]).map_err(error)?);
+    }
+    denied.insert(libc::SYS_clone, clone);
+    if !network {
+        let socket = if allow_unix {
+            let not_unix = SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Ne,
+                libc::AF_UNIX as u64,
+            )
+            .map_err(error)?;
+            vec![SeccompRule::new(vec![not_unix]).map_err(error)?]
+        } else {
+            Vec::new()
+        };
+        denied.insert(libc::SYS_socket, socket);
+    }
+    let unimplemented = UNIMPLEMENTED.iter().map(|&nr| (nr, Vec::new())).collect();
+    let mut programs = Vec::new();
+    for (rules, action) in [
+        (denied, SeccompAction::Errno(libc::EPERM as u32)),
+        (unimplemented, SeccompAction::Errno(libc::ENOSYS as u32)),
+    ] {
+        let filter =
+            SeccompFilter::new(rules, SeccompAction::Allow, action, arch).map_err(error)?;
+        programs.push(BpfProgram::try_from(filter).map_err(error)?);
+    }
+    #[cfg(target_arch = "x86_64")]
+    programs.push(no_x32());
+    Ok(programs)
+}
+
+/// Refuses x32 system calls (x86-64 numbers with bit 30 set), which the filters above, keyed
+/// on plain numbers, would let through.
+#[cfg(target_arch = "x86_64")]
+fn no_x32() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    let op = |code: u32, jt: u8, jf: u8, k: u32| sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    vec![
+        // arch = seccomp_data.arch (offset 4); other architectures: the filters above kill.
+        op(load, 0, 0, 4),
+        op(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            0,
+            3,
+            AUDIT_ARCH_X86_64,
+        ),
+        // nr = seccomp_data.nr (offset 0)
+        op(load, 0, 0, 0),
+        op(
+            libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K,
+            0,
+            1,
+            X32_SYSCALL_BIT,
+        ),
+        op(
+            libc::BPF_RET | libc::BPF_K,
+            0,
+            0,
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        ),
+        op(libc::BPF_RET | libc::BPF_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Capabilities and limits
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+const CAP_SETPCAP: u32 = 8;
+/// `SECBIT_NOROOT`, `SECBIT_NO_SETUID_FIXUP`, `SECBIT_NO_CAP_AMBIENT_RAISE`, each with its
+/// lock, and `SECBIT_KEEP_CAPS_LOCKED` (keep-caps itself off): exec as root grants nothing.
+const SECUREBITS: libc::c_ulong = 0b1110_1111;
+
+fn capabilities() -> io::Result<[CapData; 2]> {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: a valid header and room for the two data words of version 3.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(data)
+}
+
+fn prctl(option: libc::c_int, arg: libc::c_ulong) -> io::Result<libc::c_int> {
+    // SAFETY: prctl options taking integer arguments only.
+    let result = unsafe {
+        libc::prctl(
+            option,
+            arg,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if result < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(result)
+}
+
+/// Drops every capability for good and sets no-new-privileges, then checks the result.
+fn drop_capabilities(root: bool) -> Result<(), String> {
+    let before = capabilities().map_err(|e| format!("capget: {e}"))?;
+    if before[0].effective & (1 << CAP_SETPCAP) != 0 {
+        prctl(libc::PR_SET_SECUREBITS, SECUREBITS)
+            .map_err(|e| format!("cannot lock the securebits: {e}"))?;
+        for cap in 0..64 {
+            match prctl(libc::PR_CAPBSET_READ, cap) {
+                Ok(1) => {
+                    prctl(libc::PR_CAPBSET_DROP, cap).map_err(|e| {
+                        format!("cannot drop capability {cap} from the bounding set: {e}")
+                    })?;
+                }
+                Ok(_) => {}
+                // Past the last capability this kernel knows.
+                Err(_) => break,
+            }
+        }
+    }
+    prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+    )
+    .map_err(|e| format!("cannot clear the ambient capabilities: {e}"))?;
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let none = [CapData::default(); 2];
+    // SAFETY: a valid header and the two data words of version 3.
+    if unsafe { libc::syscall(libc::SYS_capset, &mut header, none.as_ptr()) } != 0 {
+        return Err(format!(
+            "cannot drop the capabilities: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(|e| format!("cannot set no_new_privs: {e}"))?;
+
+    // Check rather than trust.
+    let after = capabilities().map_err(|e| format!("capget: {e}"))?;
+    if after
+        .iter()
+        .any(|d| d.effective | d.permitted | d.inheritable != 0)
+    {
+        return Err("capabilities are still held after dropping them".into());
+    }
+    if prctl(libc::PR_GET_NO_NEW_PRIVS, 0).ok() != Some(1) {
+        return Err("no_new_privs is not set".into());
+    }
+    let bounding_left = (0..64)
+        .map_while(|cap| prctl(libc::PR_CAPBSET_READ, cap).ok())
+        .any(|set| set == 1);
+    // Without CAP_SETPCAP (an unprivileged user) the bounding set cannot be emptied, but
+    // with no capability held and no_new_privs set, exec cannot grant any: only root needs
+    // the bounding set empty and the securebits locked as well.
+    if root {
+        if bounding_left {
+            return Err(
+                "the capability bounding set cannot be emptied (CAP_SETPCAP is missing)".into(),
+            );
+        }
+        let bits = prctl(libc::PR_GET_SECUREBITS, 0).unwrap_or(0) as libc::c_ulong;
+        if bits & SECUREBITS != SECUREBITS {
+            return Err("the securebits cannot be locked (CAP_SETPCAP is missing)".into());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(target_env = "gnu")]
+type Resource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type Resource = libc::c_int;
+
+/// Lowers both limits of `resource` to `value` (never raises them).
+fn limit(resource: Resource, value: u64) -> Result<(), String> {
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit to fill, then to read.
+    unsafe {
+        if libc::getrlimit(resource, &mut current) != 0 {
+            return Err(refusal(format!(
+                "getrlimit: {}",
+                io::Error::last_os_error()
+            )));
+        }
+        let value = value.min(current.rlim_max);
+        let new = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        if libc::setrlimit(resource, &new) != 0 {
+            return Err(refusal(format!(
+                "cannot set resource limit {resource}: {}",
+                io::Error::last_os_error()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// How many tasks (threads included, as `RLIMIT_NPROC` counts them) run under real uid `uid`.
+fn tasks_of(uid: libc::uid_t) -> io::Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        if !entry.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        if field("Uid:") == Some(u64::from(uid)) {
+            total += field("Threads:").unwrap_or(1);
+        }
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_left_out_of_etc() {
+        let mut rules = Vec::new();
+        grant_read(Path::new("/etc"), AccessFs::from_read(ABI::V6), &mut rules);
+        let paths: Vec<&Path> = rules.iter().map(|(p, _)| p.as_path()).collect();
+        assert!(paths.contains(&Path::new("/etc")));
+        assert!(!paths.contains(&Path::new("/etc/shadow")));
+        assert!(!paths.iter().any(|p| p.starts_with("/etc/ssl/private")));
+        if Path::new("/etc/passwd").exists() {
+            assert!(paths.contains(&Path::new("/etc/passwd")));
+        }
+        // /etc itself is only listable.
+        let etc = rules.iter().find(|(p, _)| p == Path::new("/etc")).unwrap();
+        assert_eq!(etc.1, AccessFs::ReadDir);
+    }
+
+    #[test]
+    fn seccomp_programs_build() {
+        let programs = seccomp(false, false).unwrap();
+        assert!(programs.len() >= 2);
+    }
+}

@@ -1,0 +1,283 @@
+//! The shell capability: `bash -c <command>` run confined, bounded in time and output, and
+//! never outliving its call.
+//!
+//! # How a command runs
+//!
+//! [`run`] (called by the host, blocking) re-executes the cordon binary as a *sandbox helper*
+//! ([`SANDBOX_ARG`], entry point [`sandbox_main`]). The helper is freshly exec'd and
+//! single-threaded, so confinement is never set up in a `pre_exec` of the multi-threaded host.
+//! The request travels on the helper's standard input (a memfd); the helper's environment is
+//! empty. The helper:
+//!
+//! - moves into a new session and becomes a *child subreaper*, so every descendant of the
+//!   command that is orphaned (double fork, `setsid`, `nohup`) is reparented to it;
+//! - prepares the confinement (below) and refuses the call if any part of it cannot be
+//!   enforced;
+//! - forks the command: `bash --noprofile --norc -c <command>`, in its own session and process
+//!   group, standard input `/dev/null`, standard output and error on one pipe (so they stay in
+//!   the order written), working directory the workspace, and a fixed environment
+//!   ([`ENVIRONMENT`]): `PATH` ([`PATH`]), `HOME` and `TMPDIR` in a private directory created for
+//!   the call and removed after it, `LANG` and `LC_ALL` = `C.UTF-8`, `TERM` = `dumb`; nothing of
+//!   the host's environment;
+//! - applies the confinement in that child, then execs bash;
+//! - waits for bash to exit or for the timeout, then kills what is left: bash's process group,
+//!   then, in a loop until it has no child left, every child it has (orphans keep being
+//!   reparented to it), so nothing the command started outlives the call — background jobs,
+//!   daemons in their own session, fork bombs;
+//! - reports how bash ended on its standard error, which the host reads.
+//!
+//! The host drains the output pipe continuously and keeps at most [`Policy::output_cap`] bytes
+//! (the rest is counted in [`Completion::omitted_bytes`]); a background process that keeps the
+//! pipe open does not hold the call, because the helper kills it as soon as bash exits. If the
+//! helper itself does not finish within [`BACKSTOP_GRACE`] after the timeout, the host kills
+//! it.
+//!
+//! # Confinement (Linux)
+//!
+//! Unless [`Policy::unconfined`] is set, every part below must be enforced or the call is
+//! [`Status::Refused`] with the missing part named (fail closed):
+//!
+//! - **Files** (Landlock, ABI 6 or later): read, write and execute in the workspace, the
+//!   private directory and [`Policy::extra_write`]; read and execute in [`READ_ROOTS`] (with
+//!   the secret files of [`SECRET_PATHS`] left out) and [`Policy::extra_read`]; read `/proc`;
+//!   read and write `/dev/null`, `/dev/zero`, `/dev/full`; read `/dev/random`, `/dev/urandom`.
+//!   Nothing else: not `/root`, `/home`, the host's `/tmp`, `/sys`, `/dev/shm`, other devices.
+//! - **Network** (unless [`Policy::network`]): seccomp makes `socket(2)` fail with `EPERM` for
+//!   every address family; Landlock also denies TCP bind and connect. Pathname Unix sockets
+//!   (`AF_UNIX`) are refused too while the kernel's Landlock cannot confine which socket files
+//!   may be connected to (before ABI 9): otherwise a command could reach host services such as
+//!   D-Bus, systemd or Docker through their sockets. With ABI 9 `AF_UNIX` is allowed and
+//!   connecting is limited to sockets in the writable directories. `socketpair(2)` always
+//!   works. Abstract Unix sockets outside the sandbox are unreachable (Landlock scope).
+//! - **Privileges**: no new privileges (`PR_SET_NO_NEW_PRIVS`); every capability dropped —
+//!   effective, permitted, inheritable, ambient and the bounding set — and the securebits
+//!   locked (`SECBIT_NOROOT` and friends), so root inside the sandbox cannot regain them
+//!   through exec.
+//! - **Other processes**: signals only reach processes of the command's own tree (Landlock
+//!   signal scope); `ptrace`, `process_vm_*`, `pidfd_getfd` are denied (seccomp), as are new
+//!   namespaces, mounts, kernel keyrings, BPF, perf events, `userfaultfd`, System V and POSIX
+//!   message-queue IPC, kernel modules; `io_uring` and `clone3` report `ENOSYS` (so C
+//!   libraries fall back to `clone`, whose namespace flags are filtered); x32 system calls are
+//!   refused.
+//! - **Processes**: at most [`Policy::max_processes`] tasks (processes and threads) in a
+//!   `pids` cgroup created for the call when one is writable (v2 or v1). Without one, a
+//!   non-root user gets `RLIMIT_NPROC` (the user's current task count plus the same margin);
+//!   root cannot be bounded that way (the kernel exempts uid 0 from `RLIMIT_NPROC`), so root
+//!   without a writable pids cgroup is refused.
+//! - **Memory**: `RLIMIT_AS` of [`Policy::memory_limit`] per process (default 4 GiB); no core
+//!   dumps.
+//!
+//! [`Policy::unconfined`] (`--unconfined-bash`) skips all of the above; the timeout, the
+//! process-tree kill, the clean environment and the output bound still apply.
+
+mod cgroup;
+mod confine;
+mod helper;
+mod runner;
+mod wire;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use helper::sandbox_main;
+
+/// The first argument that makes the cordon binary run as the sandbox helper
+/// ([`sandbox_main`]) instead of its command line.
+pub const SANDBOX_ARG: &str = "__sandbox";
+
+/// The default timeout of a command.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default number of output bytes kept ([`Policy::output_cap`]).
+pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
+/// The default address-space limit of each process of a command ([`Policy::memory_limit`]).
+pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
+/// The default number of tasks a command may have at once ([`Policy::max_processes`]).
+pub const DEFAULT_MAX_PROCESSES: u32 = 512;
+/// How long after the timeout the host waits for the helper before killing it.
+pub const BACKSTOP_GRACE: Duration = Duration::from_secs(5);
+
+/// The `PATH` of every command.
+pub const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The environment of every command: these variables and no others. `HOME` and `TMPDIR` are
+/// `<private>/home` and `<private>/tmp`, in the private directory created for the call.
+pub const ENVIRONMENT: [&str; 6] = ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM"];
+
+/// System directories a confined command may read and execute from (those that exist).
+pub const READ_ROOTS: [&str; 8] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+];
+
+/// Paths left out of the readable set even below a readable directory: a path is left out when
+/// it starts with one of these (`/etc/shadow` also covers `/etc/shadow-`).
+pub const SECRET_PATHS: [&str; 7] = [
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/ssh/ssh_host_",
+    "/etc/ssl/private",
+    "/etc/security/opasswd",
+    "/etc/credstore",
+];
+
+/// How commands run: where, for how long, and under which confinement.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// The working directory of commands, readable and writable.
+    pub workspace: PathBuf,
+    /// How long a command may run before its whole process tree is killed.
+    pub timeout: Duration,
+    /// Run without the kernel confinement (`--unconfined-bash`).
+    pub unconfined: bool,
+    /// More directories (or files) commands may read and execute from.
+    pub extra_read: Vec<PathBuf>,
+    /// More directories (or files) commands may write.
+    pub extra_write: Vec<PathBuf>,
+    /// Let commands use the network (any socket).
+    pub network: bool,
+    /// The number of output bytes kept; the rest is drained and counted, not kept.
+    pub output_cap: usize,
+    /// The address-space limit (`RLIMIT_AS`) of each process of a command, in bytes; none:
+    /// unlimited.
+    pub memory_limit: Option<u64>,
+    /// How many tasks (processes and threads) a command may have at once.
+    pub max_processes: u32,
+    /// The binary re-executed as the sandbox helper; it must call [`sandbox_main`] when its
+    /// first argument is [`SANDBOX_ARG`]. Default: `/proc/self/exe` (this very binary, even if
+    /// it was replaced on disk since).
+    pub helper: PathBuf,
+}
+
+impl Policy {
+    /// The default policy for commands run in `workspace`.
+    pub fn new(workspace: PathBuf) -> Self {
+        Policy {
+            workspace,
+            timeout: DEFAULT_TIMEOUT,
+            unconfined: false,
+            extra_read: Vec::new(),
+            extra_write: Vec::new(),
+            network: false,
+            output_cap: DEFAULT_OUTPUT_CAP,
+            memory_limit: Some(DEFAULT_MEMORY_LIMIT),
+            max_processes: DEFAULT_MAX_PROCESSES,
+            helper: PathBuf::from("/proc/self/exe"),
+        }
+    }
+
+    /// The timeout in whole seconds, as reported in [`Status::TimedOut`] (rounded up).
+    pub fn timeout_secs(&self) -> u32 {
+        let secs = self.timeout.as_secs() + u64::from(self.timeout.subsec_nanos() > 0);
+        u32::try_from(secs).unwrap_or(u32::MAX)
+    }
+}
+
+/// What a command printed and how it ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// stdout and stderr merged in the order written, decoded as UTF-8 (invalid sequences
+    /// replaced), at most [`Policy::output_cap`] bytes of it.
+    pub output: String,
+    /// How many bytes of output were dropped beyond the cap (0 when none).
+    pub omitted_bytes: u64,
+    /// How the command ended.
+    pub status: Status,
+}
+
+impl Completion {
+    fn refused(why: impl Into<String>) -> Self {
+        Completion {
+            output: String::new(),
+            omitted_bytes: 0,
+            status: Status::Refused(why.into()),
+        }
+    }
+}
+
+/// How a command ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// bash exited with this status code.
+    Exited(i32),
+    /// A signal killed bash; its name, such as `SIGKILL`.
+    Signaled(String),
+    /// The command ran past the timeout (whole seconds) and its process tree was killed.
+    TimedOut(u32),
+    /// The command could not run at all; the reason, for the user.
+    Refused(String),
+}
+
+/// Runs `command` with `bash -c` under `policy` and waits for it to end or time out.
+///
+/// Blocking: call it from a thread that may block (e.g. `spawn_blocking`). The cordon binary
+/// must dispatch [`SANDBOX_ARG`] to [`sandbox_main`] (see [`Policy::helper`]).
+pub fn run(policy: &Policy, command: &str) -> Completion {
+    runner::run(policy, command)
+}
+
+/// The conventional name of signal `sig`, such as `SIGKILL`.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSTKFLT => "SIGSTKFLT",
+        libc::SIGCHLD => "SIGCHLD",
+        libc::SIGCONT => "SIGCONT",
+        libc::SIGSTOP => "SIGSTOP",
+        libc::SIGTSTP => "SIGTSTP",
+        libc::SIGTTIN => "SIGTTIN",
+        libc::SIGTTOU => "SIGTTOU",
+        libc::SIGURG => "SIGURG",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGWINCH => "SIGWINCH",
+        libc::SIGIO => "SIGIO",
+        libc::SIGPWR => "SIGPWR",
+        libc::SIGSYS => "SIGSYS",
+        _ => {
+            let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+            return if (min..=max).contains(&sig) {
+                format!("SIGRTMIN+{}", sig - min)
+            } else {
+                format!("signal {sig}")
+            };
+        }
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(15), "SIGTERM");
+        assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
+        assert_eq!(signal_name(200), "signal 200");
+    }
+
+    #[test]
+    fn timeout_rounds_up() {
+        let mut policy = Policy::new("/".into());
+        assert_eq!(policy.timeout_secs(), 30);
+        policy.timeout = Duration::from_millis(1500);
+        assert_eq!(policy.timeout_secs(), 2);
+    }
+}

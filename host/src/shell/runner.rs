@@ -1,0 +1,312 @@
+//! The host side of a command: start the sandbox helper, drain the output within its bound,
+//! read the helper's report, and kill the helper if it overstays.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::wire::{self, Report, Request};
+use super::{Completion, Policy, SANDBOX_ARG, Status, signal_name};
+
+/// How long the host keeps reading output after the helper has reported (the tree is dead by
+/// then; this only covers a writer that escaped it).
+const AFTER_REPORT: Duration = Duration::from_millis(200);
+
+/// The most bytes of helper diagnostics kept.
+const REPORT_CAP: usize = 64 << 10;
+
+pub(super) fn run(policy: &Policy, command: &str) -> Completion {
+    match start(policy, command) {
+        Ok(completion) => completion,
+        Err(why) => Completion::refused(why),
+    }
+}
+
+fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
+    let workspace = policy.workspace.canonicalize().map_err(|e| {
+        format!(
+            "the workspace {} is unusable: {e}",
+            policy.workspace.display()
+        )
+    })?;
+    // The private directory: HOME and TMPDIR of the command, writable, removed on drop.
+    let private = tempfile::Builder::new()
+        .prefix("cordon-bash-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
+    let private_dir = private
+        .path()
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve the private directory: {e}"))?;
+    for sub in ["home", "tmp"] {
+        std::fs::create_dir(private_dir.join(sub))
+            .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
+    }
+    let request = Request {
+        command: command.to_string(),
+        workspace: wire::to_bytes(&workspace),
+        private_dir: wire::to_bytes(&private_dir),
+        extra_read: policy
+            .extra_read
+            .iter()
+            .map(|p| wire::to_bytes(p))
+            .collect(),
+        extra_write: policy
+            .extra_write
+            .iter()
+            .map(|p| wire::to_bytes(p))
+            .collect(),
+        network: policy.network,
+        unconfined: policy.unconfined,
+        timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
+        memory_limit: policy.memory_limit,
+        max_processes: policy.max_processes,
+    };
+    let request = request_file(&request).map_err(|e| format!("cannot pass the command on: {e}"))?;
+    let (out_read, out_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let (report_read, report_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let started = Instant::now();
+    // The Command (and with it the parent's copies of the write ends) is dropped right after
+    // the spawn, so the pipes reach end-of-file once the helper side is done.
+    let mut helper = Command::new(&policy.helper)
+        .arg0("cordon")
+        .arg(SANDBOX_ARG)
+        .env_clear()
+        .current_dir("/")
+        .stdin(Stdio::from(request))
+        .stdout(Stdio::from(out_write))
+        .stderr(Stdio::from(report_write))
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start the sandbox helper {}: {e}",
+                policy.helper.display()
+            )
+        })?;
+
+    let deadline = started + policy.timeout + super::BACKSTOP_GRACE;
+    let drained = drain(
+        File::from(out_read),
+        File::from(report_read),
+        policy.output_cap,
+        deadline,
+    );
+    let backstop = drained.is_err();
+    if backstop {
+        // The helper did not finish in time: kill it (its command has PDEATHSIG).
+        let _ = helper.kill();
+    }
+    let exit = wait(&mut helper);
+    let Drained {
+        mut kept,
+        mut omitted,
+        report,
+    } = drained.unwrap_or_else(|d| d);
+    omitted += trim_partial_char(&mut kept, omitted > 0);
+    let output = String::from_utf8_lossy(&kept).into_owned();
+    let text = String::from_utf8_lossy(&report);
+    let (report, diagnostics) = Report::parse(&text);
+    let status = match report {
+        _ if backstop => Status::TimedOut(policy.timeout_secs()),
+        Some(Report::Exited(code)) => Status::Exited(code),
+        Some(Report::Signaled(sig)) => Status::Signaled(signal_name(sig)),
+        Some(Report::TimedOut) => Status::TimedOut(policy.timeout_secs()),
+        Some(Report::Refused(why)) => Status::Refused(why),
+        None => Status::Refused(format!(
+            "the sandbox helper ended without a report ({exit}){}{diagnostics}",
+            if diagnostics.is_empty() { "" } else { ": " }
+        )),
+    };
+    remove_private(private);
+    Ok(Completion {
+        output,
+        omitted_bytes: omitted,
+        status,
+    })
+}
+
+/// Removes the private directory, even where the command took away its own permissions.
+fn remove_private(private: tempfile::TempDir) {
+    let path = private.keep();
+    if std::fs::remove_dir_all(&path).is_ok() {
+        return;
+    }
+    fn writable(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                writable(&entry.path());
+            }
+        }
+    }
+    writable(&path);
+    let _ = std::fs::remove_dir_all(&path);
+}
+
+/// The request, serialized into an anonymous memory file positioned at its start.
+fn request_file(request: &Request) -> io::Result<File> {
+    let json = serde_json::to_vec(request).map_err(io::Error::other)?;
+    // SAFETY: a valid C string and flags; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"cordon-bash-request".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let mut file = unsafe { File::from_raw_fd(fd) };
+    file.write_all(&json)?;
+    file.rewind()?;
+    Ok(file)
+}
+
+/// A pipe, both ends close-on-exec: (read, write).
+pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nothing else.
+    unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
+}
+
+/// What was read from the helper.
+struct Drained {
+    kept: Vec<u8>,
+    omitted: u64,
+    report: Vec<u8>,
+}
+
+/// Reads the output (keeping `cap` bytes) and the report until both reach end-of-file: `Err`
+/// with what was read when `deadline` passes first.
+fn drain(
+    mut out: File,
+    mut report: File,
+    cap: usize,
+    deadline: Instant,
+) -> Result<Drained, Drained> {
+    let mut drained = Drained {
+        kept: Vec::with_capacity(cap.min(64 << 10)),
+        omitted: 0,
+        report: Vec::new(),
+    };
+    let mut buf = vec![0u8; 64 << 10];
+    let (mut out_open, mut report_open) = (true, true);
+    let mut deadline = deadline;
+    while out_open || report_open {
+        let now = Instant::now();
+        if now >= deadline {
+            // Only a failure if the helper has not reported; once it has, the tree is dead
+            // and an output writer that is still around is not waited for.
+            return if report_open {
+                Err(drained)
+            } else {
+                Ok(drained)
+            };
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: if out_open { out.as_raw_fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if report_open { report.as_raw_fd() } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let wait = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: `fds` is a valid array of two pollfd.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+        if ready < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(drained);
+        }
+        if fds[0].revents != 0 {
+            match out.read(&mut buf) {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => {
+                    let room = cap.saturating_sub(drained.kept.len());
+                    let keep = n.min(room);
+                    drained.kept.extend_from_slice(&buf[..keep]);
+                    drained.omitted += (n - keep) as u64;
+                }
+            }
+        }
+        if fds[1].revents != 0 {
+            match report.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    report_open = false;
+                    deadline = deadline.min(Instant::now() + AFTER_REPORT);
+                }
+                Ok(n) => {
+                    let keep = n.min(REPORT_CAP.saturating_sub(drained.report.len()));
+                    drained.report.extend_from_slice(&buf[..keep]);
+                }
+            }
+        }
+    }
+    Ok(drained)
+}
+
+/// Waits for the helper and describes how it ended.
+fn wait(helper: &mut Child) -> String {
+    match helper.wait() {
+        Ok(status) => status.to_string(),
+        Err(e) => format!("cannot wait for it: {e}"),
+    }
+}
+
+/// When output was cut at the cap, drops a UTF-8 sequence the cut left incomplete (so the cut
+/// does not show as a replacement character); returns the bytes dropped.
+fn trim_partial_char(bytes: &mut Vec<u8>, cut: bool) -> u64 {
+    if !cut {
+        return 0;
+    }
+    let len = bytes.len();
+    // The start of the last character: at most 3 continuation bytes back.
+    let Some(start) = (len.saturating_sub(4)..len)
+        .rev()
+        .find(|&i| bytes[i] & 0xC0 != 0x80)
+    else {
+        return 0;
+    };
+    let need = match bytes[start] {
+        b if b >= 0xF0 => 4,
+        b if b >= 0xE0 => 3,
+        b if b >= 0xC0 => 2,
+        _ => 1,
+    };
+    if len - start < need {
+        bytes.truncate(start);
+        (len - start) as u64
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_character_is_dropped() {
+        let mut bytes = "aé".as_bytes()[..2].to_vec();
+        assert_eq!(trim_partial_char(&mut bytes, true), 1);
+        assert_eq!(bytes, b"a");
+        let mut whole = "aé".as_bytes().to_vec();
+        assert_eq!(trim_partial_char(&mut whole, true), 0);
+        assert_eq!(whole, "aé".as_bytes());
+        let mut uncut = vec![b'a', 0xC3];
+        assert_eq!(trim_partial_char(&mut uncut, false), 0);
+        assert_eq!(uncut.len(), 2);
+    }
+}

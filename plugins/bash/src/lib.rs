@@ -1,0 +1,156 @@
+//! The `bash` tool: runs a shell command through the host's `shell` capability.
+//!
+//! A shell cannot run inside WebAssembly: the host runs `bash -c <command>` confined (see the
+//! `shell` interface of the WIT) and this plugin turns the tool input into that call and the
+//! completion into the text the model sees, with the exit status or timeout as a trailer that
+//! the host's truncation never cuts.
+
+use cordon_kit::shell::{self, Completion, Status};
+use cordon_kit::{Context, Counter, Declaration, Display, Kind, Outcome, Tool};
+use serde::Deserialize;
+use serde_json::json;
+
+/// The `bash` tool.
+pub struct Bash;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Input {
+    command: String,
+}
+
+const DESCRIPTION: &str = "Run a shell command with `bash -c` and return its output (stdout and \
+stderr merged, in the order written). Every call starts a new shell: nothing (variables, \
+`cd`, background jobs) carries over to the next call. The working directory is the workspace \
+root. There is no stdin: a command that waits for input reads end-of-file at once, so pass \
+input through files, arguments or heredocs, and use non-interactive flags. The command is \
+killed after 30 seconds by default (the host may set another limit), together with \
+everything it started: run long jobs in smaller steps, and do not leave servers or watchers \
+running. The command runs in a sandbox: it can read and write the workspace and its own \
+temporary directory ($TMPDIR), read the system directories (/usr, /etc...), and nothing \
+else; there is no network access. A non-zero exit status is reported after the output. \
+Long output is truncated: filter it (grep, head, tail, wc) rather than printing everything.";
+
+impl Tool for Bash {
+    const NAME: &'static str = "bash";
+
+    fn declaration(_cwd: &str) -> Option<Declaration> {
+        let schema = cordon_kit::object_schema(
+            json!({
+                "command": {
+                    "type": "string",
+                    "description": "The shell command to run."
+                }
+            }),
+            &["command"],
+        );
+        Some(Declaration {
+            name: Self::NAME.into(),
+            description: DESCRIPTION.into(),
+            input_schema: schema,
+            kind: Kind::Execute,
+            display: Display {
+                icon: "🛠️".into(),
+                key_argument: Some("command".into()),
+                preview_output: true,
+            },
+            counter: Counter {
+                key: "commands".into(),
+                icon: "⚙".into(),
+                singular: "command".into(),
+                plural: "commands".into(),
+            },
+        })
+    }
+
+    fn call(input: &str, context: &Context) -> Outcome {
+        let input: Input = match cordon_kit::parse_input(input) {
+            Ok(input) => input,
+            Err(outcome) => return outcome,
+        };
+        if context.dry_run {
+            // A command cannot be previewed without running it: say what would run.
+            return Outcome::success(format!("would run: {}", input.command));
+        }
+        outcome(shell::run(&input.command))
+    }
+}
+
+/// The model-facing outcome of a completion.
+fn outcome(done: Completion) -> Outcome {
+    let Completion {
+        output,
+        omitted_bytes,
+        status,
+    } = done;
+    let mut outcome = match status {
+        Status::Exited(0) => Outcome::success(output),
+        Status::Exited(code) => {
+            Outcome::failure(output).with_trailer(format!("[exit code: exit status {code}]"))
+        }
+        Status::Signaled(signal) => {
+            Outcome::failure(output).with_trailer(format!("[exit code: killed by signal {signal}]"))
+        }
+        Status::TimedOut(secs) => {
+            Outcome::failure(output).with_trailer(format!("[error: {secs}s timeout exceeded]"))
+        }
+        Status::Refused(why) => {
+            return Outcome::failure(format!("[error: bash could not run: {why}]"));
+        }
+    };
+    outcome.omitted_bytes = omitted_bytes;
+    outcome
+}
+
+cordon_kit::export_tools!(Bash);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(output: &str, status: Status) -> Completion {
+        Completion {
+            output: output.into(),
+            omitted_bytes: 0,
+            status,
+        }
+    }
+
+    #[test]
+    fn success_has_no_trailer() {
+        let o = outcome(done("hi\n", Status::Exited(0)));
+        assert!(!o.failed);
+        assert_eq!(o.output, "hi\n");
+        assert_eq!(o.trailer, None);
+    }
+
+    #[test]
+    fn statuses_become_trailers() {
+        let o = outcome(done("x", Status::Exited(2)));
+        assert!(o.failed);
+        assert_eq!(o.trailer.as_deref(), Some("[exit code: exit status 2]"));
+        let o = outcome(done("", Status::Signaled("SIGKILL".into())));
+        assert_eq!(
+            o.trailer.as_deref(),
+            Some("[exit code: killed by signal SIGKILL]")
+        );
+        let o = outcome(done("partial", Status::TimedOut(30)));
+        assert_eq!(o.output, "partial");
+        assert_eq!(o.trailer.as_deref(), Some("[error: 30s timeout exceeded]"));
+    }
+
+    #[test]
+    fn refusal_is_the_output() {
+        let o = outcome(done("", Status::Refused("no Landlock".into())));
+        assert!(o.failed);
+        assert_eq!(o.output, "[error: bash could not run: no Landlock]");
+        assert_eq!(o.trailer, None);
+    }
+
+    #[test]
+    fn omitted_bytes_are_passed_on() {
+        let mut d = done("y\n", Status::TimedOut(2));
+        d.omitted_bytes = 42;
+        assert_eq!(outcome(d).omitted_bytes, 42);
+    }
+}

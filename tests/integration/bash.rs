@@ -1,0 +1,351 @@
+//! The `bash` tool through the real binary: output, statuses, the timeout and process-tree
+//! kill, bounds, and the kernel confinement of commands.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::util::{Cordon, Run};
+
+fn bash(cordon: &Cordon, command: &str) -> Run {
+    cordon.call("bash", json!({ "command": command }))
+}
+
+/// A first call, so that a timed call does not include compiling the plugins (the compile
+/// cache is cold in the first test of a build).
+fn warm_up(cordon: &Cordon) {
+    assert_eq!(bash(cordon, "echo warm").stdout, "warm\n");
+}
+
+/// A shell function that appends "<pid> <start time>" of a process to the file `procs`, so
+/// the test can later tell that very process (not a reuse of its pid) is gone.
+const RECORD: &str = r#"rec() { echo "$1 $(cut -d' ' -f22 /proc/$1/stat)" >> procs; }; "#;
+
+/// The processes recorded with [`RECORD`] that are still alive.
+fn survivors(cordon: &Cordon) -> Vec<String> {
+    let recorded = cordon.read("procs");
+    recorded
+        .lines()
+        .filter(|line| {
+            let (pid, start) = line.split_once(' ').unwrap();
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // Fields after the command name: state is field 3, start time field 22.
+            let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+                .split_whitespace()
+                .collect();
+            rest[0] != "Z" && rest[19] == start
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn output_merges_stdout_and_stderr_in_order() {
+    let c = Cordon::new();
+    let run = bash(&c, "echo one; echo two >&2; echo three; echo four >&2");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "one\ntwo\nthree\nfour\n");
+}
+
+#[test]
+fn the_working_directory_is_the_workspace() {
+    let c = Cordon::new();
+    c.write("here.txt", "found");
+    let run = bash(&c, "pwd; cat here.txt");
+    assert_eq!(run.stdout, format!("{}\nfound", c.root().display()));
+}
+
+#[test]
+fn exit_codes_and_signals_are_reported() {
+    let c = Cordon::new();
+    let run = bash(&c, "echo partial; exit 3");
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.stdout, "partial\n[exit code: exit status 3]");
+    let run = bash(&c, "kill -9 $$");
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .ends_with("[exit code: killed by signal SIGKILL]"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn the_timeout_kills_the_whole_tree() {
+    let c = Cordon::new().with_args(&["--timeout", "2"]);
+    let command = format!(
+        "{RECORD} rec $$; \
+         sleep 100 & rec $!; \
+         setsid sleep 100 & rec $!; \
+         ( sleep 100 & rec $! ); \
+         setsid -f sh -c 'echo \"$$ $(cut -d\" \" -f22 /proc/$$/stat)\" >> procs; exec sleep 100'; \
+         nohup sh -c 'trap \"\" TERM HUP INT; sleep 100' >/dev/null 2>&1 & rec $!; \
+         sleep 0.2; echo waiting; sleep 100"
+    );
+    warm_up(&c);
+    let started = Instant::now();
+    let run = bash(&c, &command);
+    let took = started.elapsed();
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.stdout, "waiting\n[error: 2s timeout exceeded]");
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+    let recorded = c.read("procs");
+    assert_eq!(recorded.lines().count(), 6, "{recorded}");
+    assert_eq!(survivors(&c), Vec::<String>::new());
+}
+
+#[test]
+fn a_background_child_does_not_hold_the_call() {
+    let c = Cordon::new();
+    warm_up(&c);
+    let started = Instant::now();
+    let run = bash(&c, &format!("{RECORD} sleep 100 & rec $!; echo started"));
+    let took = started.elapsed();
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "started\n");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(survivors(&c), Vec::<String>::new());
+}
+
+#[test]
+fn stdin_is_empty() {
+    let c = Cordon::new().with_args(&["--timeout", "5"]);
+    warm_up(&c);
+    let started = Instant::now();
+    let run = bash(&c, "cat; read line; echo \"read: $? [$line]\"");
+    assert_eq!(run.stdout, "read: 1 []\n", "{run:?}");
+    assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+/// Runs `cordon call bash` and returns what it printed and its peak resident memory (KiB,
+/// the largest of cordon and its sandbox helper).
+fn bash_measured(cordon: &Cordon, command: &str) -> (String, i64) {
+    // Reaped below with wait4, which also reports the peak memory.
+    #[allow(clippy::zombie_processes)]
+    let mut child = cordon
+        .command()
+        .args(["call", "bash", &json!({ "command": command }).to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: waiting for our own child, with valid out-pointers.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        assert_eq!(
+            libc::wait4(child.id() as i32, &mut status, 0, &mut usage),
+            child.id() as i32
+        );
+        usage
+    };
+    (stdout, usage.ru_maxrss)
+}
+
+#[test]
+fn an_output_bomb_stays_bounded() {
+    let c = Cordon::new().with_args(&["--timeout", "2"]);
+    let (_, baseline) = bash_measured(&c, "echo small");
+    let (stdout, peak) = bash_measured(&c, "yes");
+    assert!(stdout.starts_with("y\ny\n"), "{}", &stdout[..100]);
+    assert!(
+        stdout.contains("[output truncated:"),
+        "{}",
+        &stdout[stdout.len() - 300..]
+    );
+    assert!(stdout.ends_with("\n[error: 2s timeout exceeded]"));
+    assert!(stdout.len() < 31_000, "{} bytes", stdout.len());
+    // Gigabytes went through; memory grew by the output bound (1 MiB) and buffers at most.
+    assert!(
+        peak < baseline + 16 * 1024,
+        "peak {peak} KiB, baseline {baseline} KiB"
+    );
+}
+
+#[test]
+fn writing_outside_the_workspace_fails_and_creates_nothing() {
+    let c = Cordon::new();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escape");
+    let run = bash(
+        &c,
+        &format!(
+            "echo x > {0}; touch {0}2; mkdir {0}3; cp /etc/hostname {0}4; echo inside > ok",
+            target.display()
+        ),
+    );
+    assert!(run.stdout.contains("Permission denied"), "{run:?}");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    assert_eq!(c.read("ok"), "inside\n");
+    // The private temporary directory is writable, and gone after the call.
+    let run = bash(
+        &c,
+        "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo \"$TMPDIR\"",
+    );
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[0], "t", "{run:?}");
+    assert!(!Path::new(lines[1]).exists());
+}
+
+#[test]
+fn reading_outside_the_readable_set_fails() {
+    let c = Cordon::new();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "the-planted-secret").unwrap();
+    let run = bash(
+        &c,
+        &format!(
+            "cat {0}; ls {1}; cat /etc/shadow; head -c 1 /etc/passwd",
+            secret.display(),
+            outside.path().display()
+        ),
+    );
+    assert!(!run.stdout.contains("the-planted-secret"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("{}: Permission denied", secret.display())),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("secret.txt\n"), "{run:?}");
+    if Path::new("/etc/shadow").exists() {
+        assert!(
+            run.stdout.contains("/etc/shadow: Permission denied"),
+            "{run:?}"
+        );
+    }
+    // The system is readable: /etc/passwd starts with a user name.
+    assert!(
+        run.stdout
+            .trim_end()
+            .ends_with(|ch: char| ch.is_ascii_alphabetic()),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn loopback_connections_fail() {
+    let c = Cordon::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let run = bash(
+        &c,
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+    );
+    assert!(!run.stdout.contains("connected"), "{run:?}");
+    assert!(run.stdout.contains("not permitted"), "{run:?}");
+    assert!(
+        listener.accept().is_err(),
+        "a connection reached the listener"
+    );
+
+    // Nor can a command reach a host service through a Unix socket.
+    if Path::new("/usr/bin/python3").exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("service.sock");
+        let _unix = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let script = format!(
+            "python3 - <<'EOF'\nimport socket\ns = socket.socket(socket.AF_UNIX)\n\
+             s.connect('{}')\nprint('connected')\nEOF",
+            path.display()
+        );
+        let run = bash(&c, &script);
+        assert!(!run.stdout.contains("\nconnected"), "{run:?}");
+        assert!(run.stdout.contains("PermissionError"), "{run:?}");
+    }
+}
+
+#[test]
+fn a_fork_bomb_is_contained_and_the_host_answers() {
+    let c = Cordon::new().with_args(&["--timeout", "3"]);
+    warm_up(&c);
+    let started = Instant::now();
+    let run = bash(&c, ":(){ :|:& };:; sleep 1; echo survived");
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        run.stdout.contains("Resource temporarily unavailable"),
+        "the process limit did not bind: {run:?}"
+    );
+    let run = bash(&c, "echo next");
+    assert_eq!(run.stdout, "next\n", "{run:?}");
+}
+
+#[test]
+fn the_environment_holds_no_host_secrets() {
+    let c = Cordon::new();
+    let input = json!({
+        "command": "env | cut -d= -f1 | sort | tr '\\n' ' '; echo; \
+                    cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c CORDON_TEST_SECRET"
+    });
+    let out = c
+        .command()
+        .env("CORDON_TEST_SECRET", "hunter2-value")
+        .args(["call", "bash", &input.to_string()])
+        .output()
+        .unwrap();
+    let run = Run::from(out);
+    assert!(!run.stdout.contains("hunter2-value"), "{run:?}");
+    let mut lines = run.stdout.lines();
+    assert_eq!(
+        lines.next(),
+        Some("HOME LANG LC_ALL PATH PWD SHLVL TERM TMPDIR _ "),
+        "{run:?}"
+    );
+    assert_eq!(lines.next(), Some("0"), "{run:?}");
+}
+
+#[test]
+fn commands_hold_no_capabilities_and_reach_no_other_process() {
+    let c = Cordon::new();
+    let me = std::process::id();
+    let run = bash(
+        &c,
+        &format!("grep -E '^Cap(Eff|Prm|Amb|Bnd)' /proc/self/status; kill -0 {me} || echo denied"),
+    );
+    for set in ["CapEff", "CapPrm", "CapAmb"] {
+        assert!(
+            run.stdout.contains(&format!("{set}:\t0000000000000000")),
+            "{run:?}"
+        );
+    }
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(run.stdout.contains("CapBnd:\t0000000000000000"), "{run:?}");
+    }
+    // Signals stop at the command's own tree (here: the test process).
+    assert!(
+        run.stdout.contains("Operation not permitted\ndenied"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn unconfined_bash_lifts_the_confinement_only() {
+    let c = Cordon::new().with_args(&["--unconfined-bash", "--timeout", "2"]);
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("readable.txt");
+    std::fs::write(&file, "visible").unwrap();
+    let run = bash(&c, &format!("cat {}; echo; sleep 100", file.display()));
+    assert_eq!(
+        run.stdout, "visible\n[error: 2s timeout exceeded]",
+        "{run:?}"
+    );
+}
