@@ -2,7 +2,8 @@
 //!
 //! The plugins are built by a nested `cargo build` with a target directory of its own
 //! (`target/plugins`): sharing the outer one would deadlock on cargo's lock. The result is a
-//! generated `builtin_components.rs` that `include_bytes!`s each component.
+//! generated `builtin_components.rs` that `include_bytes!`s each component. A missing
+//! `wasm32-wasip2` target is installed with rustup, or the build says how to install it.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -77,7 +78,8 @@ fn main() {
     std::fs::write(dest, generated).unwrap();
 }
 
-/// Stops the build with the command to run when the wasm target is not installed.
+/// Makes sure the wasm target is installed: installs it with rustup when it is missing (so a
+/// fresh clone builds with one command), and otherwise stops with the command to run.
 fn require_target() {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let sysroot = Command::new(rustc)
@@ -86,7 +88,15 @@ fn require_target() {
         .expect("cannot run rustc");
     let sysroot = String::from_utf8_lossy(&sysroot.stdout).trim().to_string();
     let lib = Path::new(&sysroot).join("lib/rustlib").join(TARGET);
-    if !lib.is_dir() {
+    if lib.is_dir() {
+        return;
+    }
+    println!("cargo:warning=installing the {TARGET} target with rustup: cordon's built-in plugins are built for it");
+    let installed = Command::new("rustup")
+        .args(["target", "add", TARGET])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !installed || !lib.is_dir() {
         panic!(
             "\n\nThe {TARGET} target is not installed, and cordon's built-in plugins are built for it.\n\
              Run:\n\n    rustup target add {TARGET}\n\nthen build again.\n"

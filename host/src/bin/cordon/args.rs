@@ -48,8 +48,8 @@ pub struct Global {
     pub unconfined_bash: bool,
 
     /// Whether calls that change things (edit and execute tools) run: `allow` runs them, `ask`
-    /// asks first (on the terminal for `call`, through the protocol for `session`), `deny`
-    /// refuses them. Read tools never need permission.
+    /// asks first (on the terminal for `call`, through the protocol for `session` and `mcp`),
+    /// `deny` refuses them. Read tools never need permission.
     #[arg(
         long,
         value_enum,
@@ -62,6 +62,16 @@ pub struct Global {
     /// How many lines of a call's output the display shows.
     #[arg(long, value_name = "N", default_value_t = 5, global = true)]
     pub preview_lines: usize,
+
+    /// A directory of third-party plugins (`NAME.wasm` with its manifest `NAME.toml`);
+    /// repeatable. `~/.config/cordon/plugins` is used too when it exists.
+    #[arg(long = "plugins", value_name = "DIR", global = true)]
+    pub plugin_dirs: Vec<PathBuf>,
+
+    /// cordon's config file, where the user allows plugins more than the defaults
+    /// [default: ~/.config/cordon/config.toml when it exists].
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
 
     /// Where compiled plugins are cached [default: $CORDON_CACHE_DIR, else
     /// $XDG_CACHE_HOME/cordon, else ~/.cache/cordon].
@@ -78,6 +88,10 @@ impl Global {
         options.skills = self.skills.clone();
         options.shell.timeout = Duration::from_secs(self.timeout.into());
         options.shell.unconfined = self.unconfined_bash;
+        options.plugin_dirs.extend(self.plugin_dirs.iter().cloned());
+        if let Some(file) = &self.config {
+            options.config = Some(file.clone());
+        }
         if let Some(dir) = &self.cache_dir {
             options.cache_dir = Some(dir.clone());
         }
@@ -106,7 +120,29 @@ pub enum Command {
         #[arg(long)]
         display: bool,
     },
+    /// Work with third-party plugins.
+    Plugins {
+        #[command(subcommand)]
+        command: PluginsCommand,
+    },
     /// Serve tool calls as JSON lines on standard input and output (see the README for the
     /// protocol).
     Session,
+    /// Serve the tools to a Model Context Protocol client over standard input and output (see
+    /// the README).
+    ///
+    /// With `--permissions ask` the user is asked through the client (MCP elicitation); a
+    /// client that cannot ask gets those calls refused.
+    Mcp,
+}
+
+#[derive(Subcommand)]
+pub enum PluginsCommand {
+    /// Load a plugin (`NAME.wasm` with `NAME.toml` beside it) as a plugin directory would, and
+    /// print what it declares and would be granted; exit 2 with the reason when it would be
+    /// refused.
+    Check {
+        /// The component file.
+        path: PathBuf,
+    },
 }

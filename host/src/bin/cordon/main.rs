@@ -4,6 +4,7 @@
 //! messages); everything else, logs included, goes to standard error.
 
 mod args;
+mod mcp;
 mod session;
 mod terminal;
 
@@ -15,7 +16,7 @@ use clap::Parser;
 use cordon::Runtime;
 use cordon::session::Session;
 
-use args::{Cli, Command};
+use args::{Cli, Command, PluginsCommand};
 
 /// Exit status of a usage error (bad options, unusable workspace), as clap uses.
 const USAGE: u8 = 2;
@@ -42,7 +43,8 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let runtime = Runtime::new(cli.global.options()).await?;
+    let options = cli.global.options();
+    let mut runtime = Runtime::new(options.clone()).await?;
     let (mode, preview_lines) = (cli.global.permissions, cli.global.preview_lines);
     match cli.command {
         Command::Tools { json } => {
@@ -89,8 +91,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
+        Command::Plugins {
+            command: PluginsCommand::Check { path },
+        } => {
+            let plugin = runtime.add_plugin_file(&path).await?;
+            print!("{}", describe_plugin(plugin));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Session => {
             session::serve(&runtime, mode, preview_lines).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp => {
+            mcp::serve(runtime, &options, mode, preview_lines).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -128,6 +141,45 @@ fn print_tools(runtime: &Runtime, json: bool) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What `cordon plugins check` prints: the plugin's tools, grants and limits.
+fn describe_plugin(plugin: &cordon::plugin::Plugin) -> String {
+    let mut text = format!("plugin {} ({})\n", plugin.name(), plugin.source());
+    if let cordon::plugin::Source::File(path) = plugin.source()
+        && let Ok(bytes) = std::fs::read(path)
+    {
+        text.push_str(&format!(
+            "  sha256: {}\n",
+            cordon::manifest::sha256_hex(&bytes)
+        ));
+    }
+    for tool in plugin.tools() {
+        let d = &tool.declaration;
+        text.push_str(&format!("  tool {} ({})\n", d.name, d.kind.as_str()));
+    }
+    let grants = plugin.grants();
+    for dir in &grants.dirs {
+        let access = if dir.writable {
+            "read-write"
+        } else {
+            "read-only"
+        };
+        text.push_str(&format!("  grant {access}: {}\n", dir.path.display()));
+    }
+    if grants.shell.is_some() {
+        text.push_str("  grant: shell\n");
+    }
+    for (name, _) in &grants.env {
+        text.push_str(&format!("  grant env: {name}\n"));
+    }
+    let limits = plugin.limits();
+    text.push_str(&format!(
+        "  limits: {} s per call, {} MiB of memory\n",
+        limits.timeout.as_secs_f64(),
+        limits.memory >> 20
+    ));
+    text
 }
 
 fn init_logging() {

@@ -1,0 +1,383 @@
+//! `cordon mcp`: the tools served to any Model Context Protocol client over stdio.
+//!
+//! The server is built on the official Rust SDK (`rmcp`) with hand-written `tools/list` and
+//! `tools/call` handlers, since the tool set is whatever the runtime declared. The stdio
+//! transport is one connection, so the process holds one [`Session`]: the "always" answers
+//! and the loop detector span the whole connection, exactly as in `cordon session`.
+//!
+//! - `tools/list`: every declared tool with its description, input schema, a title and
+//!   annotations derived from its kind ([`annotations`]).
+//! - `tools/call`: an unknown tool is a JSON-RPC error (invalid params), as are arguments that
+//!   are not an object (a malformed request). Anything else runs through [`Session::call`]:
+//!   input that fails the tool's schema is a tool execution error (`isError: true`) whose text
+//!   names the problem, as MCP asks since 2025-11-25 (SEP-1303), so that the model can correct
+//!   itself; so is every failed outcome. A completed call is its output as one text block.
+//! - Permissions: `allow` and `deny` work as everywhere. `ask` asks the user through MCP
+//!   elicitation (a form with the four answers); a client that cannot elicit (it did not
+//!   declare the capability, or it speaks a protocol version without server-to-client
+//!   requests) gets every such call refused: fail closed.
+//!
+//! Standard output carries nothing but protocol messages; logs go to standard error.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode,
+    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{
+    ElicitationMode, NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError,
+};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::Mutex;
+
+use cordon::bindings::Kind;
+use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
+use cordon::{Options, Runtime};
+
+/// Serves one MCP connection on standard input and output, until the client closes it.
+pub async fn serve(
+    runtime: Runtime,
+    options: &Options,
+    mode: Mode,
+    preview_lines: usize,
+) -> anyhow::Result<()> {
+    // The SDK wants a handler that owns everything it uses ('static), and the session borrows
+    // the runtime: the runtime lives as long as the process, which ends with the connection.
+    let runtime: &'static Runtime = Box::leak(Box::new(runtime));
+    let server = Server {
+        tools: tools(runtime, options.shell.network),
+        instructions: instructions(runtime, options, mode),
+        mode,
+        runtime,
+        session: Mutex::new(Session::new(runtime, mode, preview_lines)),
+    };
+    let service = match server.serve(rmcp::transport::stdio()).await {
+        Ok(service) => service,
+        // End of input before the handshake: nothing to serve, as `cordon session` on no input.
+        Err(ServerInitializeError::ConnectionClosed(during)) => {
+            tracing::debug!("the MCP client left before the handshake ({during})");
+            return Ok(());
+        }
+        Err(e) => return Err(e).context("the MCP connection did not start"),
+    };
+    let reason = service.waiting().await?;
+    tracing::debug!("MCP connection closed: {reason:?}");
+    Ok(())
+}
+
+/// The MCP server of one connection.
+struct Server {
+    runtime: &'static Runtime,
+    mode: Mode,
+    /// The tool list, fixed for the life of the runtime.
+    tools: Vec<Tool>,
+    instructions: String,
+    /// Calls run one at a time, in the order they take the lock, as in `cordon session`.
+    session: Mutex<Session<'static>>,
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("cordon", env!("CARGO_PKG_VERSION"))
+                    .with_title("cordon")
+                    .with_description(env!("CARGO_PKG_DESCRIPTION")),
+            )
+            .with_instructions(self.instructions.clone())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let (name, version) = context
+            .peer
+            .peer_info()
+            .map(|info| {
+                (
+                    info.client_info.name.clone(),
+                    info.client_info.version.clone(),
+                )
+            })
+            .unwrap_or_default();
+        tracing::info!(
+            "MCP client {name} {version} connected; serving {} tool(s) from {}",
+            self.tools.len(),
+            self.runtime.workspace().display()
+        );
+        if self.mode == Mode::Ask && !can_elicit(&context.peer) {
+            tracing::warn!(
+                "--permissions ask: this MCP client cannot ask the user (no elicitation), so \
+                 every call that needs permission will be refused; use --permissions allow or \
+                 deny"
+            );
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    /// What the SDK could not read as a known request. A `tools/call` lands here when its
+    /// params are malformed (arguments that are not an object, a name that is not a string):
+    /// an invalid-params error that says what is wrong, not the SDK's "method not found".
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if request.method != "tools/call" {
+            return Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                request.method,
+                None,
+            ));
+        }
+        let params = request.params.unwrap_or(Value::Null);
+        let name = params.get("name").and_then(Value::as_str);
+        let text = match (name, params.get("arguments")) {
+            // The runtime's own text: unknown tool, or the input must be a JSON object.
+            (Some(name), Some(arguments)) => self
+                .runtime
+                .prepare(name, &arguments.to_string())
+                .err()
+                .map(|failure| failure.output),
+            _ => None,
+        };
+        let text = text.unwrap_or_else(|| {
+            format!(
+                "Invalid tools/call params: expected {{\"name\": string, \"arguments\": object}}, got: {params}"
+            )
+        });
+        Err(ErrorData::invalid_params(text, None))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.as_ref();
+        let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
+        if self.runtime.tool(name).is_none() {
+            // The runtime's own text: the name, then the declared tools.
+            let text = match self.runtime.prepare(name, &input) {
+                Err(failure) => failure.output,
+                Ok(_) => format!("Unknown tool \"{name}\""),
+            };
+            return Err(ErrorData::invalid_params(text, None));
+        }
+        let mut ask = Elicit { peer: context.peer };
+        let report = self.session.lock().await.call(name, &input, &mut ask).await;
+        let outcome = report.outcome;
+        tracing::info!(
+            "{} ({})",
+            report.display.header,
+            if outcome.failed {
+                "failed"
+            } else {
+                "completed"
+            }
+        );
+        let content = vec![ContentBlock::text(outcome.output)];
+        Ok(if outcome.failed {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        }
+        .into())
+    }
+}
+
+/// The tool list: each declared tool with a title and the annotations of its kind.
+fn tools(runtime: &Runtime, network: bool) -> Vec<Tool> {
+    runtime
+        .tools()
+        .map(|(_, tool)| {
+            let d = &tool.declaration;
+            // A tool's schema always is an object (`type: object` is checked when it loads).
+            let schema: JsonObject = tool.schema.json().as_object().cloned().unwrap_or_default();
+            let title = title(&d.name);
+            Tool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
+                .with_title(title.clone())
+                .with_annotations(annotations(d.kind, title, network))
+        })
+        .collect()
+}
+
+/// `read_file` → `Read file`.
+fn title(name: &str) -> String {
+    let words = name.replace('_', " ");
+    let mut chars = words.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => words,
+    }
+}
+
+/// The MCP hints of a tool of `kind`. Every hint is given explicitly, so a client need not
+/// know the spec's defaults. `network`: whether shell commands may use the network.
+///
+/// | kind                   | readOnly | destructive | openWorld |
+/// |------------------------|----------|-------------|-----------|
+/// | read, search, think    | true     | —           | false     |
+/// | fetch                  | true     | —           | true      |
+/// | edit, delete, move     | false    | true        | false     |
+/// | execute                | false    | true        | `network` |
+/// | other                  | false    | true        | false     |
+///
+/// Plugins never get the network (see `cordon::grants`), so only commands and fetch tools
+/// can reach the open world. `destructiveHint` only means something when `readOnlyHint` is
+/// false, so read tools leave it out.
+fn annotations(kind: Kind, title: String, network: bool) -> ToolAnnotations {
+    let hints = ToolAnnotations::with_title(title);
+    match kind {
+        Kind::Read | Kind::Search | Kind::Think => hints.read_only(true).open_world(false),
+        Kind::Fetch => hints.read_only(true).open_world(true),
+        Kind::Edit | Kind::Delete | Kind::Move | Kind::Other => {
+            hints.read_only(false).destructive(true).open_world(false)
+        }
+        Kind::Execute => hints.read_only(false).destructive(true).open_world(network),
+    }
+}
+
+/// What the client is told about the server when it connects.
+fn instructions(runtime: &Runtime, options: &Options, mode: Mode) -> String {
+    let permissions = match mode {
+        Mode::Allow => "Calls that change files or run commands run without asking.",
+        Mode::Ask => "Calls that change files or run commands first ask the user.",
+        Mode::Deny => "Calls that change files or run commands are refused.",
+    };
+    format!(
+        "cordon runs each tool call confined to the workspace {}: relative paths resolve \
+         against it, and nothing outside it can be read or changed. {permissions} A call's \
+         output is cut at {} characters, with a notice. The same call giving the same output \
+         three times in a row gets a [LOOP_DETECTED: …] warning appended: try something else.",
+        runtime.workspace().display(),
+        options.max_output,
+    )
+}
+
+fn can_elicit(peer: &Peer<RoleServer>) -> bool {
+    peer.supported_elicitation_modes()
+        .contains(&ElicitationMode::Form)
+}
+
+/// Asks the user through MCP elicitation: a form with one field, the answer. Anything but an
+/// accepted form with a valid answer refuses the call.
+struct Elicit {
+    peer: Peer<RoleServer>,
+}
+
+impl Ask for Elicit {
+    async fn ask(&mut self, request: &PermissionRequest) -> Answer {
+        if !can_elicit(&self.peer) {
+            tracing::warn!(
+                "{}: refused, the MCP client cannot ask the user",
+                request.header
+            );
+            return Answer::RejectOnce;
+        }
+        let schema = match answer_schema(request) {
+            Ok(schema) => schema,
+            Err(e) => {
+                tracing::error!("cannot build the permission form ({e}); refusing the call");
+                return Answer::RejectOnce;
+            }
+        };
+        let mut message = format!("Allow this call?\n{}", request.header);
+        if !request.details.is_empty() {
+            message.push_str("\n\n");
+            message.push_str(&request.details);
+        }
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        };
+        match self.peer.create_elicitation(params).await {
+            Ok(result) if result.action == ElicitationAction::Accept => result
+                .content
+                .as_ref()
+                .and_then(|c| c.get(ANSWER)?.as_str())
+                .and_then(Answer::from_id)
+                .unwrap_or(Answer::RejectOnce),
+            Ok(_) => Answer::RejectOnce,
+            Err(e) => {
+                tracing::warn!("{}: refused, asking the user failed: {e}", request.header);
+                Answer::RejectOnce
+            }
+        }
+    }
+}
+
+/// The field of the permission form.
+const ANSWER: &str = "answer";
+
+/// The permission form: one required choice among the request's options (`allow_once`, …),
+/// each titled with the option's name.
+fn answer_schema(request: &PermissionRequest) -> Result<ElicitationSchema, String> {
+    let options = serde_json::to_value(&request.options).map_err(|e| e.to_string())?;
+    let choices: Vec<Value> = options
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| Some(json!({"const": o.get("optionId")?, "title": o.get("name")?})))
+        .collect();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            ANSWER: {"type": "string", "title": "Permission", "oneOf": choices},
+        },
+        "required": [ANSWER],
+    });
+    let Value::Object(schema) = schema else {
+        unreachable!("a JSON object literal");
+    };
+    ElicitationSchema::from_json_schema(schema).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_read_as_words() {
+        assert_eq!(title("read_file"), "Read file");
+        assert_eq!(title("bash"), "Bash");
+        assert_eq!(title(""), "");
+    }
+
+    #[test]
+    fn the_permission_form_offers_the_four_answers() {
+        let request = PermissionRequest {
+            tool_call: agent_client_protocol::v1::schema::ToolCall::new("call_1".to_string(), "x"),
+            options: cordon::session::acp::permission_options(),
+            header: String::new(),
+            details: String::new(),
+        };
+        let schema = serde_json::to_value(answer_schema(&request).unwrap()).unwrap();
+        let ids: Vec<&str> = schema["properties"][ANSWER]["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["const"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            ["allow_once", "allow_always", "reject_once", "reject_always"]
+        );
+        assert_eq!(schema["required"], json!([ANSWER]));
+    }
+}

@@ -1,0 +1,301 @@
+//! `cordon mcp`, driven by the official MCP Python client (`mcp` from PyPI, in the test venv)
+//! through tests/integration/mcp_client.py, and by hand for the wire itself.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::python::python;
+use crate::util::{Cordon, cache_dir};
+
+/// Runs mcp_client.py `scenario` against `cordon mcp` in `cordon`'s workspace (with its global
+/// options) and returns what the client saw. `outside` is a path, relative to the workspace,
+/// that leads out of it.
+fn drive(cordon: &Cordon, scenario: &str, outside: &str) -> Value {
+    // The same options every other test's `cordon` gets: --workspace and the extra ones.
+    let args: Vec<String> = cordon
+        .command()
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let config = json!({
+        "cordon": env!("CARGO_BIN_EXE_cordon"),
+        "args": args,
+        "env": {"CORDON_CACHE_DIR": cache_dir()},
+        "outside": outside,
+    });
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/integration/mcp_client.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(config.to_string())
+        .arg(scenario)
+        .output()
+        .expect("run mcp_client.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "mcp_client.py {scenario} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("mcp_client.py printed no JSON ({e}):\n{stdout}\n{stderr}"))
+}
+
+/// The text of a tool result, and whether it is an error; panics on a JSON-RPC error.
+fn result(call: &Value) -> (&str, bool) {
+    let r = &call["result"];
+    assert!(r.is_object(), "expected a tool result, got {call:#}");
+    let content = r["content"].as_array().expect("content");
+    assert_eq!(content.len(), 1, "{call:#}");
+    assert_eq!(content[0]["type"], "text", "{call:#}");
+    (
+        content[0]["text"].as_str().unwrap(),
+        r["isError"].as_bool().expect("isError"),
+    )
+}
+
+/// The text of a completed call.
+fn completed(call: &Value) -> &str {
+    let (text, is_error) = result(call);
+    assert!(!is_error, "expected a completed call, got {call:#}");
+    text
+}
+
+/// The text of a failed call (`isError: true`).
+fn failed(call: &Value) -> &str {
+    let (text, is_error) = result(call);
+    assert!(is_error, "expected isError, got {call:#}");
+    text
+}
+
+/// The message of a JSON-RPC error, which must be "invalid params".
+fn invalid_params(call: &Value) -> &str {
+    let e = &call["error"];
+    assert_eq!(
+        e["code"], -32602,
+        "expected an invalid-params error, got {call:#}"
+    );
+    e["message"].as_str().unwrap()
+}
+
+#[test]
+fn the_official_python_client_lists_and_calls_every_tool() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\ntwo\n");
+    cordon.write("loop.txt", "x\n");
+    cordon.write(
+        "skills/deploy.md",
+        "---\nname: deploy\ndescription: How to deploy.\n---\n# Deploy\nsteps\n",
+    );
+    let skills = cordon.path("skills");
+    let cordon = cordon.with_args(&["--skills", skills.to_str().unwrap()]);
+    let root = cordon.root();
+    let outside_name = format!(
+        "{}-outside.txt",
+        root.file_name().unwrap().to_string_lossy()
+    );
+    let outside = format!("../{outside_name}");
+    let out = drive(&cordon, "tools", &outside);
+    eprintln!(
+        "initialize answered after {} ms (process start included); calls (ms): {}",
+        out["initialize_ms"], out["call_ms"]
+    );
+
+    // initialize: cordon's own name and version, tools, instructions naming the workspace.
+    let init = &out["initialize"];
+    assert_eq!(init["serverInfo"]["name"], "cordon");
+    assert_eq!(init["serverInfo"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(init["capabilities"]["tools"].is_object(), "{init:#}");
+    let instructions = init["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains(root.to_str().unwrap()),
+        "{instructions}"
+    );
+
+    // tools/list: exactly what `cordon tools --json` declares, with titles and hints.
+    let declared: Vec<Value> =
+        serde_json::from_str(&cordon.run(&["tools", "--json"]).stdout).unwrap();
+    let tools = out["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["bash", "read_file", "write_file", "edit_file", "read_skill"]
+    );
+    for (tool, declaration) in tools.iter().zip(&declared) {
+        assert_eq!(tool["name"], declaration["name"]);
+        assert_eq!(tool["description"], declaration["description"]);
+        assert_eq!(
+            tool["inputSchema"], declaration["input_schema"],
+            "{}",
+            tool["name"]
+        );
+    }
+    let read = json!({"readOnlyHint": true, "openWorldHint": false});
+    let change = json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false});
+    for (tool, title, hints) in [
+        (&tools[0], "Bash", &change),
+        (&tools[1], "Read file", &read),
+        (&tools[2], "Write file", &change),
+        (&tools[3], "Edit file", &change),
+        (&tools[4], "Read skill", &read),
+    ] {
+        assert_eq!(tool["title"], title);
+        let mut expected = hints.clone();
+        expected["title"] = title.into();
+        assert_eq!(tool["annotations"], expected, "{}", tool["name"]);
+    }
+
+    // tools/call, one per tool.
+    let calls = &out["calls"];
+    assert_eq!(completed(&calls["read"]), "one\ntwo\n");
+    assert!(
+        completed(&calls["write"]).starts_with("Created sub/new.txt (2 lines)"),
+        "{}",
+        calls["write"]
+    );
+    assert!(
+        completed(&calls["edit"]).starts_with("Edited sub/new.txt: 1 edit applied"),
+        "{}",
+        calls["edit"]
+    );
+    assert_eq!(cordon.read("sub/new.txt"), "alpha\ngamma\n");
+    assert_eq!(
+        completed(&calls["bash"]),
+        format!("hi\n{}\n", root.display())
+    );
+    assert_eq!(
+        completed(&calls["skill"]),
+        "---\nname: deploy\ndescription: How to deploy.\n---\n# Deploy\nsteps\n"
+    );
+
+    // A failed outcome is a result with isError and the tool's text.
+    assert_eq!(
+        failed(&calls["missing"]),
+        "missing.txt does not exist. Create it with write_file"
+    );
+
+    // The loop detector spans the connection: the third identical call is flagged.
+    assert_eq!(completed(&calls["loop1"]), "x\n");
+    assert_eq!(completed(&calls["loop2"]), "x\n");
+    let third = completed(&calls["loop3"]);
+    assert!(third.starts_with("x\n[LOOP_DETECTED: "), "{third}");
+
+    // No way out of the workspace.
+    let refusal = format!(
+        "{outside} is outside the workspace ({}); only paths inside it can be used.",
+        root.display()
+    );
+    assert_eq!(failed(&calls["escape_read"]), refusal);
+    assert_eq!(failed(&calls["escape_write"]), refusal);
+    failed(&calls["escape_bash"]);
+    assert!(!root.parent().unwrap().join(&outside_name).exists());
+
+    // Arguments that break the schema: a tool execution error the model can act on (MCP
+    // 2025-11-25, SEP-1303).
+    assert_eq!(
+        failed(&calls["invalid"]),
+        "Invalid input for read_file: path: 3 is not of type \"string\""
+    );
+    // An unknown tool and arguments that are not an object: JSON-RPC errors.
+    assert_eq!(
+        invalid_params(&calls["unknown"]),
+        "Unknown tool \"no_such_tool\". Declared tools: bash, read_file, write_file, edit_file, \
+         read_skill"
+    );
+    assert_eq!(
+        invalid_params(&calls["not_an_object"]),
+        "The input for read_file must be a JSON object, not an array"
+    );
+
+    // The 2026-07-28 lifecycle (server/discover, no handshake) is served too.
+    let discover = &out["discover"];
+    assert_eq!(
+        discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "cordon",
+        "{discover:#}"
+    );
+    assert_eq!(completed(&out["discovered_read"]), "one\ntwo\n");
+}
+
+#[test]
+fn ask_permission_goes_through_elicitation_and_fails_closed_without_it() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\ntwo\n");
+    let out = drive(&cordon, "ask", "../unused");
+
+    // Asked once per call that changes something, with what it would do; never for a read.
+    let asked = out["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 2, "{out:#}");
+    let message = asked[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("write_file: ask1.txt") && message.contains("1 + one"),
+        "{message}"
+    );
+    let choices: Vec<&str> = asked[0]["requestedSchema"]["properties"]["answer"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["const"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        choices,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+
+    // Accepted with allow_once: written. Declined: refused, nothing written.
+    assert!(completed(&out["allowed"]).starts_with("Created ask1.txt"));
+    assert_eq!(cordon.read("ask1.txt"), "one\n");
+    let refused = "[write_file rejected by the user: nothing was written]";
+    assert_eq!(failed(&out["declined"]), refused);
+    assert_eq!(completed(&out["read"]), "one\ntwo\n");
+
+    // A client without elicitation, or on a protocol without server-to-client requests:
+    // nobody can be asked, so the call is refused.
+    assert_eq!(failed(&out["no_elicitation"]), refused);
+    assert_eq!(failed(&out["discovered"]), refused);
+    for never in ["ask2.txt", "ask3.txt", "ask4.txt"] {
+        assert!(!cordon.path(never).exists(), "{never} was written");
+    }
+}
+
+/// Standard output carries JSON-RPC messages only (the logs go to standard error), and end
+/// of input ends the server with status 0, before the handshake too.
+#[test]
+fn stdout_carries_only_protocol_messages() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\n");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": "echo out; echo err >&2"}}}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let run = cordon.run_with_stdin(&["mcp"], &input);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let messages: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(messages.len(), 3, "{}", run.stdout);
+    for (message, id) in messages.iter().zip(1..) {
+        assert_eq!(message["jsonrpc"], "2.0");
+        assert_eq!(message["id"], id);
+        assert!(message["result"].is_object(), "{message}");
+    }
+    assert_eq!(messages[2]["result"]["content"][0]["text"], "out\nerr\n");
+    assert!(
+        run.stderr.contains("MCP client raw 1 connected"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("bash: echo out"), "{}", run.stderr);
+
+    let run = cordon.run_with_stdin(&["mcp"], "");
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{}", run.stderr);
+}

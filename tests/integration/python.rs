@@ -1,0 +1,84 @@
+//! A Python virtual environment with pinned packages, for tests that drive cordon from Python
+//! (the official MCP client, …).
+//!
+//! The README's single test command must work on a fresh machine, so the harness makes the
+//! environment itself: on first use in a test run it creates a venv under the target directory
+//! with `python3 -m venv` and installs [`PACKAGES`] with pip, then reuses it in later runs for
+//! as long as the package list (recorded in a marker file) is the same.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Every package the Python tests need, pinned. Changing the list rebuilds the venv.
+pub const PACKAGES: &[&str] = &["mcp==2.3.0", "componentize-py==0.25.1"];
+
+/// The file in the venv that records the package list it was made with.
+const MARKER: &str = "cordon-packages.txt";
+
+/// The venv's Python interpreter, the venv created (or checked) once per test binary. Panics
+/// with what to install when `python3`, `venv` or pip fails.
+pub fn python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| ensure(Path::new(concat!(env!("CARGO_TARGET_TMPDIR"), "/py-venv"))))
+        .clone()
+}
+
+fn ensure(venv: &Path) -> PathBuf {
+    let python = venv.join("bin").join("python");
+    let wanted = format!("{}\n", PACKAGES.join("\n"));
+    let marker = venv.join(MARKER);
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) && works(&python) {
+        return python;
+    }
+    // Missing, made with another list, half made or broken (its python3 went away): afresh.
+    // The marker is written last, so an interrupted install is redone next time.
+    if venv.exists() {
+        std::fs::remove_dir_all(venv)
+            .unwrap_or_else(|e| panic!("cannot remove the old venv {}: {e}", venv.display()));
+    }
+    run(
+        Command::new("python3").arg("-m").arg("venv").arg(venv),
+        "create a Python venv with `python3 -m venv` (install python3 and, on Debian or \
+         Ubuntu, python3-venv)",
+    );
+    run(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(PACKAGES),
+        &format!(
+            "install {} from PyPI into the test venv with pip",
+            PACKAGES.join(" ")
+        ),
+    );
+    std::fs::write(&marker, wanted)
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
+    python
+}
+
+fn works(python: &Path) -> bool {
+    Command::new(python)
+        .args(["-c", "import sys"])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+fn run(command: &mut Command, what: &str) {
+    let out = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot {what}: {e}"));
+    assert!(
+        out.status.success(),
+        "cannot {what}: {command:?} failed ({})\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
