@@ -91,7 +91,9 @@ fn require_target() {
     if lib.is_dir() {
         return;
     }
-    println!("cargo:warning=installing the {TARGET} target with rustup: cordon's built-in plugins are built for it");
+    println!(
+        "cargo:warning=installing the {TARGET} target with rustup: cordon's built-in plugins are built for it"
+    );
     let installed = Command::new("rustup")
         .args(["target", "add", TARGET])
         .status()

@@ -308,10 +308,14 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
         }
     }
     let consent = config.plugins.get(&name).cloned().unwrap_or_default();
-    let config_path = options.config.as_ref().map_or_else(
-        || "cordon's config file (--config)".to_string(),
-        |p| p.display().to_string(),
-    );
+    let config_path = options
+        .config
+        .clone()
+        .or_else(|| config_dir().map(|d| d.join("config.toml")))
+        .map_or_else(
+            || "cordon's config file (--config)".to_string(),
+            |p| p.display().to_string(),
+        );
     let decision = manifest
         .decide(
             &name,

@@ -154,6 +154,14 @@ impl Runtime {
     /// Loads one more plugin, the component file at `path` with its manifest beside it, as a
     /// plugin directory would (`cordon plugins check` uses it).
     pub async fn add_plugin_file(&mut self, path: &Path) -> Result<&Plugin, Error> {
+        // Already loaded from a plugin directory: that is the answer, not a name collision.
+        let same = |p: &Plugin| match p.source() {
+            Source::File(loaded) => same_file(loaded, path),
+            Source::Builtin => false,
+        };
+        if let Some(i) = self.plugins.iter().position(same) {
+            return Ok(&self.plugins[i]);
+        }
         let spec = manifest::spec(path, &self.options, &self.config)?;
         self.load(vec![spec]).await?;
         Ok(self.plugins.last().expect("a plugin was just added"))
@@ -265,35 +273,34 @@ impl Runtime {
     pub async fn call(&self, name: &str, input: &str, dry_run: bool) -> Outcome {
         match self.prepare(name, input) {
             Ok(call) => self.run(&call, dry_run).await,
-            Err(failure) => failure,
+            Err(failure) => Outcome::failure(failure),
         }
     }
 
     /// Finds the tool `name` and checks `input` against its schema: everything a call needs
-    /// before anything runs. The error is the failed outcome for the model.
-    pub fn prepare<'a>(&'a self, name: &str, input: &'a str) -> Result<Call<'a>, Outcome> {
+    /// before anything runs. The error is the text of the failed outcome for the model.
+    pub fn prepare<'a>(&'a self, name: &str, input: &'a str) -> Result<Call<'a>, String> {
         let Some((plugin, tool)) = self.tool(name) else {
             let names: Vec<&str> = self
                 .tools()
                 .map(|(_, t)| t.declaration.name.as_str())
                 .collect();
-            return Err(Outcome::failure(format!(
+            return Err(format!(
                 "Unknown tool \"{name}\". Declared tools: {}",
                 names.join(", ")
-            )));
+            ));
         };
-        let value: Value = serde_json::from_str(input).map_err(|e| {
-            Outcome::failure(format!("The input for {name} is not valid JSON: {e}"))
-        })?;
+        let value: Value = serde_json::from_str(input)
+            .map_err(|e| format!("The input for {name} is not valid JSON: {e}"))?;
         if !value.is_object() {
-            return Err(Outcome::failure(format!(
+            return Err(format!(
                 "The input for {name} must be a JSON object, not {}",
                 json_type(&value)
-            )));
+            ));
         }
-        tool.schema.check(&value).map_err(|problems| {
-            Outcome::failure(format!("Invalid input for {name}: {problems}"))
-        })?;
+        tool.schema
+            .check(&value)
+            .map_err(|problems| format!("Invalid input for {name}: {problems}"))?;
         Ok(Call {
             plugin,
             tool,
@@ -329,6 +336,10 @@ impl Runtime {
             diff: outcome.diff,
         }
     }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
 }
 
 fn require_dir(path: PathBuf) -> std::io::Result<PathBuf> {

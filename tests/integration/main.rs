@@ -4,7 +4,11 @@
 
 mod bash;
 mod cli;
+mod examples;
 mod file_tools;
+mod mcp;
+mod plugins;
+mod python;
 mod read_skill;
 mod session;
 mod util;

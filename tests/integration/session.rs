@@ -70,7 +70,10 @@ impl Live {
 fn a_call_reports_status_output_display_and_acp_and_echoes_the_id() {
     let cordon = Cordon::new();
     cordon.write("a.txt", "one\ntwo\n");
-    let out = session(&cordon, &[json!({"id": "r1", "tool": "read_file", "input": {"path": "a.txt"}})]);
+    let out = session(
+        &cordon,
+        &[json!({"id": "r1", "tool": "read_file", "input": {"path": "a.txt"}})],
+    );
     let r = &out[0];
     assert_eq!(r["id"], "r1");
     assert_eq!(r["status"], "completed");
@@ -89,7 +92,11 @@ fn malformed_lines_get_an_error_and_the_session_goes_on() {
     let input = "not json\n[1,2]\n{\"id\": 5, \"what\": 1}\n{\"tool\": 3}\n\n{\"id\": 6, \"end_turn\": true}\n";
     let run = cordon.run_with_stdin(&["session"], input);
     assert_eq!(run.code, 0);
-    let out: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let out: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(out.len(), 5, "{}", run.stdout);
     for r in &out[..4] {
         assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
@@ -127,7 +134,10 @@ fn a_different_call_in_between_resets_the_loop_detector() {
     let b = call("read_file", json!({"path": "b.txt"}));
     let out = session(&cordon, &[a.clone(), a.clone(), b, a.clone(), a.clone()]);
     for r in &out {
-        assert!(!r["output"].as_str().unwrap().contains("LOOP_DETECTED"), "{r}");
+        assert!(
+            !r["output"].as_str().unwrap().contains("LOOP_DETECTED"),
+            "{r}"
+        );
     }
 }
 
@@ -137,7 +147,10 @@ fn a_different_output_resets_the_loop_detector() {
     let run = call("bash", json!({"command": "echo $RANDOM$RANDOM"}));
     let out = session(&cordon, &[run.clone(), run.clone(), run.clone()]);
     for r in &out {
-        assert!(!r["output"].as_str().unwrap().contains("LOOP_DETECTED"), "{r}");
+        assert!(
+            !r["output"].as_str().unwrap().contains("LOOP_DETECTED"),
+            "{r}"
+        );
     }
 }
 
@@ -151,7 +164,10 @@ fn display_shows_preview_lines_or_no_output() {
             call("bash", json!({"command": "true"})),
         ],
     );
-    assert_eq!(out[0]["display"], "🛠️ bash: printf 'a\\nb\\nc\\n'\n  a\n  b\n  … (1 more lines)");
+    assert_eq!(
+        out[0]["display"],
+        "🛠️ bash: printf 'a\\nb\\nc\\n'\n  a\n  b\n  … (1 more lines)"
+    );
     assert_eq!(out[1]["display"], "🛠️ bash: true\n  (no output)");
 }
 
@@ -161,8 +177,16 @@ fn call_display_goes_to_stderr_dimmed_only_on_a_terminal() {
     cordon.write("a.txt", "hello\n");
     let run = cordon.run(&["call", "--display", "read_file", r#"{"path": "a.txt"}"#]);
     assert_eq!(run.stdout, "hello\n");
-    assert!(run.stderr.contains("📖 read_file: a.txt\n  hello\n"), "{}", run.stderr);
-    assert!(!run.stderr.contains('\x1b'), "no ANSI off a terminal: {:?}", run.stderr);
+    assert!(
+        run.stderr.contains("📖 read_file: a.txt\n  hello\n"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains('\x1b'),
+        "no ANSI off a terminal: {:?}",
+        run.stderr
+    );
     let quiet = cordon.run(&["call", "read_file", r#"{"path": "a.txt"}"#]);
     assert!(!quiet.stderr.contains("read_file"), "{}", quiet.stderr);
 }
@@ -180,14 +204,23 @@ fn counters_count_per_turn_with_singular_and_plural() {
             json!({"end_turn": true}),
             call("bash", json!({"command": "true"})),
             call("write_file", json!({"path": "b.txt", "content": "b"})),
-            call("edit_file", json!({"path": "b.txt", "edits": [{"old": "b", "new": "c"}]})),
+            call(
+                "edit_file",
+                json!({"path": "b.txt", "edits": [{"old": "b", "new": "c"}]}),
+            ),
             json!({"end_turn": true}),
             json!({"end_turn": true}),
         ],
     );
-    assert_eq!(out[3]["counters"], json!({"commands": 2, "file_ops": 1, "skills": 0}));
+    assert_eq!(
+        out[3]["counters"],
+        json!({"commands": 2, "file_ops": 1, "skills": 0})
+    );
     assert_eq!(out[3]["display"], "⚙ 2 commands  📝 1 file op");
-    assert_eq!(out[7]["counters"], json!({"commands": 1, "file_ops": 2, "skills": 0}));
+    assert_eq!(
+        out[7]["counters"],
+        json!({"commands": 1, "file_ops": 2, "skills": 0})
+    );
     assert_eq!(out[7]["display"], "⚙ 1 command  📝 2 file ops");
     assert_eq!(out[8]["display"], "");
 }
@@ -199,9 +232,15 @@ fn skills_have_a_counter_of_their_own() {
     let cordon = Cordon::new().with_args(&["--skills", skills.path().to_str().unwrap()]);
     let out = session(
         &cordon,
-        &[call("read_skill", json!({"name": "deploy"})), json!({"end_turn": true})],
+        &[
+            call("read_skill", json!({"name": "deploy"})),
+            json!({"end_turn": true}),
+        ],
     );
-    assert_eq!(out[0]["display"], "📖 read_skill: deploy", "the skill is not echoed");
+    assert_eq!(
+        out[0]["display"], "📖 read_skill: deploy",
+        "the skill is not echoed"
+    );
     assert_eq!(out[1]["display"], "📖 1 skill");
 }
 
@@ -214,14 +253,22 @@ fn deny_refuses_commands_and_edits_but_not_reads() {
         &[
             call("bash", json!({"command": "touch ran"})),
             call("write_file", json!({"path": "new.txt", "content": "x"})),
-            call("edit_file", json!({"path": "a.txt", "edits": [{"old": "x", "new": "y"}]})),
+            call(
+                "edit_file",
+                json!({"path": "a.txt", "edits": [{"old": "x", "new": "y"}]}),
+            ),
             call("read_file", json!({"path": "a.txt"})),
         ],
     );
     assert_eq!(out[0]["output"], "[command rejected by the user]");
     assert_eq!(out[0]["status"], "failed");
     assert_eq!(out[1]["status"], "failed");
-    assert!(out[1]["output"].as_str().unwrap().contains("rejected by the user"));
+    assert!(
+        out[1]["output"]
+            .as_str()
+            .unwrap()
+            .contains("rejected by the user")
+    );
     assert_eq!(out[2]["status"], "failed");
     assert_eq!(out[3]["status"], "completed");
     assert!(!cordon.path("ran").exists());
@@ -235,7 +282,9 @@ fn ask_sends_the_diff_and_honours_each_answer() {
     cordon.write("a.txt", "old\n");
     let mut live = Live::start(&cordon);
 
-    live.send(json!({"id": 1, "tool": "write_file", "input": {"path": "new.txt", "content": "hi\n"}}));
+    live.send(
+        json!({"id": 1, "tool": "write_file", "input": {"path": "new.txt", "content": "hi\n"}}),
+    );
     let request = live.receive();
     assert_eq!(request["id"], 1);
     let tool_call = &request["permission_request"];
@@ -243,7 +292,10 @@ fn ask_sends_the_diff_and_honours_each_answer() {
     let diff = &tool_call["content"][0];
     assert_eq!(diff["type"], "diff");
     assert_eq!(diff["path"], cordon.path("new.txt").to_str().unwrap());
-    assert!(diff.get("oldText").is_none_or(Value::is_null), "a new file has no old text");
+    assert!(
+        diff.get("oldText").is_none_or(Value::is_null),
+        "a new file has no old text"
+    );
     assert_eq!(diff["newText"], "hi\n");
     let options: Vec<&str> = request["options"]
         .as_array()
@@ -251,8 +303,14 @@ fn ask_sends_the_diff_and_honours_each_answer() {
         .iter()
         .map(|o| o["optionId"].as_str().unwrap())
         .collect();
-    assert_eq!(options, ["allow_once", "allow_always", "reject_once", "reject_always"]);
-    assert!(!cordon.path("new.txt").exists(), "nothing is written before the answer");
+    assert_eq!(
+        options,
+        ["allow_once", "allow_always", "reject_once", "reject_always"]
+    );
+    assert!(
+        !cordon.path("new.txt").exists(),
+        "nothing is written before the answer"
+    );
     live.send(json!({"permission": "reject_once"}));
     let refused = live.receive();
     assert_eq!(refused["status"], "failed");
@@ -274,7 +332,11 @@ fn ask_sends_the_diff_and_honours_each_answer() {
     live.send(json!({"permission": "allow_always"}));
     assert_eq!(live.receive()["output"], "ran\n");
     live.send(json!({"tool": "bash", "input": {"command": "echo again"}}));
-    assert_eq!(live.receive()["output"], "again\n", "always holds for the session");
+    assert_eq!(
+        live.receive()["output"],
+        "again\n",
+        "always holds for the session"
+    );
 
     live.send(json!({"tool": "write_file", "input": {"path": "b.txt", "content": "b"}}));
     live.receive();
@@ -282,7 +344,10 @@ fn ask_sends_the_diff_and_honours_each_answer() {
     assert_eq!(live.receive()["status"], "failed");
     live.send(json!({"tool": "write_file", "input": {"path": "c.txt", "content": "c"}}));
     let refused = live.receive();
-    assert_eq!(refused["status"], "failed", "reject_always holds: {refused}");
+    assert_eq!(
+        refused["status"], "failed",
+        "reject_always holds: {refused}"
+    );
     assert!(!cordon.path("b.txt").exists() && !cordon.path("c.txt").exists());
     live.finish();
 }
@@ -315,7 +380,10 @@ fn ask_without_a_terminal_refuses_a_one_shot_call() {
     }
     let run = command.output().unwrap();
     assert_eq!(run.status.code(), Some(1));
-    assert_eq!(String::from_utf8_lossy(&run.stdout), "[command rejected by the user]");
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout),
+        "[command rejected by the user]"
+    );
     assert!(!cordon.path("ran").exists());
 }
 
@@ -325,7 +393,10 @@ fn acp_view_of_an_edit_carries_old_and_new_text_and_the_absolute_path() {
     cordon.write("a.txt", "one\ntwo\n");
     let out = session(
         &cordon,
-        &[call("edit_file", json!({"path": "a.txt", "edits": [{"old": "two", "new": "2"}]}))],
+        &[call(
+            "edit_file",
+            json!({"path": "a.txt", "edits": [{"old": "two", "new": "2"}]}),
+        )],
     );
     let acp = &out[0]["acp"];
     assert_eq!(acp["kind"], "edit");
@@ -361,7 +432,12 @@ fn on_terminal(cordon: &Cordon, args: &[&str], typed: &str, no_color: bool) -> S
         script.env_remove("NO_COLOR");
     }
     let mut child = script.spawn().expect("util-linux script runs");
-    child.stdin.take().unwrap().write_all(typed.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(typed.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stdout).replace('\r', "")
 }
@@ -372,7 +448,10 @@ fn on_a_terminal_the_preview_is_dimmed_unless_no_color() {
     cordon.write("a.txt", "hello\n");
     let args = ["call", "--display", "read_file", r#"{"path": "a.txt"}"#];
     let shown = on_terminal(&cordon, &args, "", false);
-    assert!(shown.contains("📖 read_file: a.txt\n\x1b[2m  hello\x1b[0m"), "{shown:?}");
+    assert!(
+        shown.contains("📖 read_file: a.txt\n\x1b[2m  hello\x1b[0m"),
+        "{shown:?}"
+    );
     let plain = on_terminal(&cordon, &args, "", true);
     assert!(plain.contains("📖 read_file: a.txt\n  hello"), "{plain:?}");
     assert!(!plain.contains("\x1b[2m"), "{plain:?}");
@@ -381,7 +460,11 @@ fn on_a_terminal_the_preview_is_dimmed_unless_no_color() {
 #[test]
 fn ask_on_a_terminal_shows_the_diff_and_takes_the_answer() {
     let cordon = Cordon::new().with_args(&["--permissions", "ask"]);
-    let write = ["call", "write_file", r#"{"path": "t.txt", "content": "hi\n"}"#];
+    let write = [
+        "call",
+        "write_file",
+        r#"{"path": "t.txt", "content": "hi\n"}"#,
+    ];
     let shown = on_terminal(&cordon, &write, "n\n", true);
     assert!(shown.contains("would create t.txt"), "{shown:?}");
     assert!(shown.contains("Allow this call?"), "{shown:?}");

@@ -159,7 +159,7 @@ impl<'r> Session<'r> {
                 Ok(()) => runtime.run(&call, false).await,
                 Err(refusal) => refusal,
             },
-            Err(failure) => failure,
+            Err(failure) => Outcome::failure(failure),
         };
         if let Some(warning) = self.loops.observe(tool, &value, &outcome.output) {
             if !outcome.output.is_empty() && !outcome.output.ends_with('\n') {

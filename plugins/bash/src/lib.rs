@@ -6,7 +6,7 @@
 //! the host's truncation never cuts.
 
 use cordon_kit::shell::{self, Completion, Status};
-use cordon_kit::{Context, Counter, Declaration, Display, Kind, Outcome, Tool};
+use cordon_kit::{Context, Counter, Declaration, Kind, Outcome, Tool};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -15,7 +15,7 @@ pub struct Bash;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     command: String,
 }
 
@@ -32,6 +32,7 @@ else; there is no network access. A non-zero exit status is reported after the o
 Long output is truncated: filter it (grep, head, tail, wc) rather than printing everything.";
 
 impl Tool for Bash {
+    type Input = Input;
     const NAME: &'static str = "bash";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
@@ -44,35 +45,19 @@ impl Tool for Bash {
             }),
             &["command"],
         );
-        Some(Declaration {
-            name: Self::NAME.into(),
-            description: DESCRIPTION.into(),
-            input_schema: schema,
-            kind: Kind::Execute,
-            display: Display {
-                icon: "🛠️".into(),
-                key_argument: Some("command".into()),
-                preview_output: true,
-            },
-            counter: Counter {
-                key: "commands".into(),
-                icon: "⚙".into(),
-                singular: "command".into(),
-                plural: "commands".into(),
-            },
-        })
+        Some(
+            Declaration::new(Self::NAME, Kind::Execute, DESCRIPTION, schema)
+                .shown_as("🛠️", Some("command"))
+                .counted_as(Counter::new("commands", "⚙", "command", "commands")),
+        )
     }
 
-    fn call(input: &str, context: &Context) -> Outcome {
-        let input: Input = match cordon_kit::parse_input(input) {
-            Ok(input) => input,
-            Err(outcome) => return outcome,
-        };
+    fn call(input: Input, context: &Context) -> Result<Outcome, String> {
         if context.dry_run {
             // A command cannot be previewed without running it: say what would run.
-            return Outcome::success(format!("would run: {}", input.command));
+            return Ok(Outcome::success(format!("would run: {}", input.command)));
         }
-        outcome(shell::run(&input.command))
+        Ok(outcome(shell::run(&input.command)))
     }
 }
 

@@ -10,7 +10,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use cordon_kit::textfile::{self, DRY_RUN, count};
-use cordon_kit::{Context, Declaration, Display, Kind, Outcome, Tool, diff, path};
+use cordon_kit::{Context, Declaration, Kind, Outcome, Tool, diff, path};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -19,7 +19,7 @@ pub struct EditFile;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     path: String,
     edits: Vec<Edit>,
     #[serde(default)]
@@ -44,6 +44,7 @@ headline and a diff with line numbers; set `dry_run` to see the diff without wri
 a file or rewrite it entirely, use write_file.";
 
 impl Tool for EditFile {
+    type Input = Input;
     const NAME: &'static str = "edit_file";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
@@ -81,26 +82,15 @@ impl Tool for EditFile {
             }),
             &["path", "edits"],
         );
-        Some(Declaration {
-            name: Self::NAME.into(),
-            description: DESCRIPTION.into(),
-            input_schema: schema,
-            kind: Kind::Edit,
-            display: Display {
-                icon: "✏️".into(),
-                key_argument: Some("path".into()),
-                preview_output: true,
-            },
-            counter: textfile::file_ops_counter(),
-        })
+        Some(
+            Declaration::new(Self::NAME, Kind::Edit, DESCRIPTION, schema)
+                .shown_as("✏️", Some("path"))
+                .counted_as(textfile::file_ops_counter()),
+        )
     }
 
-    fn call(input: &str, context: &Context) -> Outcome {
-        let input: Input = match cordon_kit::parse_input(input) {
-            Ok(input) => input,
-            Err(outcome) => return outcome,
-        };
-        run(&input, context).unwrap_or_else(Outcome::failure)
+    fn call(input: Input, context: &Context) -> Result<Outcome, String> {
+        run(&input, context)
     }
 }
 

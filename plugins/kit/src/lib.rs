@@ -38,12 +38,17 @@ pub trait Tool {
     /// The name the tool is declared and called under.
     const NAME: &'static str;
 
+    /// The input, deserialized from the JSON object the host already validated against the
+    /// declared schema.
+    type Input: DeserializeOwned;
+
     /// The declaration the host shows the model, or none when the tool has nothing to offer
     /// in `cwd` (its grant); its `name` must be [`Tool::NAME`].
     fn declaration(cwd: &str) -> Option<Declaration>;
 
-    /// Runs one call. `input` has been validated against the declared schema by the host.
-    fn call(input: &str, context: &Context) -> Outcome;
+    /// Runs one call. An `Err` is a failed outcome with that text: a missing file, a refused
+    /// edit, anything the model should read and act on.
+    fn call(input: Self::Input, context: &Context) -> Result<Outcome, String>;
 }
 
 /// Exports the given [`Tool`] types as this component's `cordon:tool/tool` interface.
@@ -67,7 +72,7 @@ macro_rules! export_tools {
             ) -> $crate::Outcome {
                 $(
                     if name == <$tool as $crate::Tool>::NAME {
-                        return <$tool as $crate::Tool>::call(&input, &context);
+                        return $crate::run::<$tool>(&input, &context);
                     }
                 )+
                 $crate::Outcome::failure(format!("this plugin has no tool named {name:?}"))
@@ -78,12 +83,78 @@ macro_rules! export_tools {
     };
 }
 
-/// Parses a tool's JSON input into `T`, or a failed outcome saying what is wrong with it.
-///
-/// The host validates inputs against the schema first, so this fails only when the schema and
-/// `T` disagree; the message still names the problem.
-pub fn parse_input<T: DeserializeOwned>(input: &str) -> Result<T, Outcome> {
-    serde_json::from_str(input).map_err(|e| Outcome::failure(format!("invalid input: {e}")))
+/// Runs one call of `T`: parses the input, calls the tool, turns an `Err` into a failed
+/// outcome. [`export_tools!`] calls it.
+#[doc(hidden)]
+pub fn run<T: Tool>(input: &str, context: &Context) -> Outcome {
+    // The host validated the input against the schema, so this fails only when the schema and
+    // `T::Input` disagree; the message still names the problem.
+    match serde_json::from_str(input) {
+        Ok(input) => T::call(input, context).unwrap_or_else(Outcome::failure),
+        Err(e) => Outcome::failure(format!("invalid input for {}: {e}", T::NAME)),
+    }
+}
+
+impl Declaration {
+    /// A tool named `name` of `kind`, described to the model by `description`, taking input
+    /// of `input_schema` (see [`object_schema`]). Until [`Declaration::shown_as`] and
+    /// [`Declaration::counted_as`] say otherwise, it is shown as `🔧 name` with its output
+    /// previewed, and counted under a counter of its own.
+    pub fn new(
+        name: &str,
+        kind: Kind,
+        description: impl Into<String>,
+        input_schema: String,
+    ) -> Self {
+        Declaration {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            kind,
+            display: Display {
+                icon: "🔧".into(),
+                key_argument: None,
+                preview_output: true,
+            },
+            counter: Counter::new(
+                name,
+                "🔧",
+                &format!("{name} call"),
+                &format!("{name} calls"),
+            ),
+        }
+    }
+
+    /// Shows the tool's header as `<icon> <name>: <value of key_argument>`.
+    pub fn shown_as(mut self, icon: &str, key_argument: Option<&str>) -> Self {
+        self.display.icon = icon.into();
+        self.display.key_argument = key_argument.map(Into::into);
+        self
+    }
+
+    /// Keeps the tool's output off the terminal display (for long reference text).
+    pub fn without_preview(mut self) -> Self {
+        self.display.preview_output = false;
+        self
+    }
+
+    /// Counts the tool's calls under `counter`.
+    pub fn counted_as(mut self, counter: Counter) -> Self {
+        self.counter = counter;
+        self
+    }
+}
+
+impl Counter {
+    /// A turn counter shown as `<icon> <n> <singular|plural>` and keyed `key` in JSON.
+    pub fn new(key: &str, icon: &str, singular: &str, plural: &str) -> Self {
+        Counter {
+            key: key.into(),
+            icon: icon.into(),
+            singular: singular.into(),
+            plural: plural.into(),
+        }
+    }
 }
 
 impl Outcome {

@@ -14,12 +14,7 @@ pub const DRY_RUN: &str = "Dry run, nothing written: ";
 
 /// The turn counter all file tools add to: `📝 N file op(s)`.
 pub fn file_ops_counter() -> Counter {
-    Counter {
-        key: "file_ops".into(),
-        icon: "📝".into(),
-        singular: "file op".into(),
-        plural: "file ops".into(),
-    }
+    Counter::new("file_ops", "📝", "file op", "file ops")
 }
 
 /// The failure for a file that does not exist, `given` as the model wrote it.

@@ -8,7 +8,7 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
 use cordon_kit::textfile::{self, count};
-use cordon_kit::{Context, Declaration, Display, Kind, Outcome, Tool, path};
+use cordon_kit::{Context, Declaration, Kind, Outcome, Tool, path};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -17,7 +17,7 @@ pub struct ReadFile;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     path: String,
     #[serde(default)]
     start: u64,
@@ -34,6 +34,7 @@ inclusive; 0 means from the first line / to the last line. Set `numbered` to pre
 with its number and a tab (the numbers are not part of the file: never copy them into edit_file).";
 
 impl Tool for ReadFile {
+    type Input = Input;
     const NAME: &'static str = "read_file";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
@@ -63,26 +64,15 @@ impl Tool for ReadFile {
             }),
             &["path"],
         );
-        Some(Declaration {
-            name: Self::NAME.into(),
-            description: DESCRIPTION.into(),
-            input_schema: schema,
-            kind: Kind::Read,
-            display: Display {
-                icon: "📖".into(),
-                key_argument: Some("path".into()),
-                preview_output: true,
-            },
-            counter: textfile::file_ops_counter(),
-        })
+        Some(
+            Declaration::new(Self::NAME, Kind::Read, DESCRIPTION, schema)
+                .shown_as("📖", Some("path"))
+                .counted_as(textfile::file_ops_counter()),
+        )
     }
 
-    fn call(input: &str, context: &Context) -> Outcome {
-        let input: Input = match cordon_kit::parse_input(input) {
-            Ok(input) => input,
-            Err(outcome) => return outcome,
-        };
-        run(&input, context).unwrap_or_else(Outcome::failure)
+    fn call(input: Input, context: &Context) -> Result<Outcome, String> {
+        run(&input, context)
     }
 }
 

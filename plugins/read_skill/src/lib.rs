@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use cordon_kit::{Context, Counter, Declaration, Display, Kind, Outcome, Tool, object_schema};
+use cordon_kit::{Context, Counter, Declaration, Kind, Outcome, Tool, object_schema};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -36,11 +36,12 @@ pub const INTRO: &str = "Returns the full text of a skill: a markdown document o
 const DESCRIBE_BYTES: u64 = 64 * 1024;
 
 #[derive(Deserialize)]
-struct Input {
+pub struct Input {
     name: String,
 }
 
 impl Tool for ReadSkill {
+    type Input = Input;
     const NAME: &'static str = "read_skill";
 
     fn declaration(cwd: &str) -> Option<Declaration> {
@@ -59,44 +60,35 @@ impl Tool for ReadSkill {
                 catalogue_line(name, &description)
             })
             .collect();
-        Some(Declaration {
-            name: Self::NAME.to_string(),
-            description: format!("{INTRO}\n{}", catalogue.join("\n")),
-            input_schema: object_schema(
-                json!({
-                    "name": {
-                        "type": "string",
-                        "description": "Skill name, exactly as listed in the tool description.",
-                    }
-                }),
-                &["name"],
-            ),
-            kind: Kind::Read,
-            display: Display {
-                icon: "📖".to_string(),
-                key_argument: Some("name".to_string()),
-                preview_output: false,
-            },
-            counter: Counter {
-                key: "skills".to_string(),
-                icon: "📖".to_string(),
-                singular: "skill".to_string(),
-                plural: "skills".to_string(),
-            },
-        })
+        let schema = object_schema(
+            json!({
+                "name": {
+                    "type": "string",
+                    "description": "Skill name, exactly as listed in the tool description.",
+                }
+            }),
+            &["name"],
+        );
+        Some(
+            Declaration::new(
+                Self::NAME,
+                Kind::Read,
+                format!("{INTRO}\n{}", catalogue.join("\n")),
+                schema,
+            )
+            .shown_as("📖", Some("name"))
+            .without_preview()
+            .counted_as(Counter::new("skills", "📖", "skill", "skills")),
+        )
     }
 
-    fn call(input: &str, context: &Context) -> Outcome {
-        let input: Input = match cordon_kit::parse_input(input) {
-            Ok(input) => input,
-            Err(outcome) => return outcome,
-        };
+    fn call(input: Input, context: &Context) -> Result<Outcome, String> {
         let dir = Path::new(&context.cwd);
         let Some(path) = base_name(&input.name).and_then(|name| skill_file(dir, name)) else {
-            return Outcome::failure(unknown(&input.name, &skill_names(dir)));
+            return Err(unknown(&input.name, &skill_names(dir)));
         };
         let shown = path.to_string_lossy().into_owned();
-        match fs::read(&path) {
+        let outcome = match fs::read(&path) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(text) => Outcome::success(text),
                 Err(_) => Outcome::failure(format!(
@@ -110,7 +102,8 @@ impl Tool for ReadSkill {
                 cordon_kit::path::describe(&shown, &error)
             )),
         }
-        .with_location(shown, None)
+        .with_location(shown, None);
+        Ok(outcome)
     }
 }
 
@@ -227,7 +220,7 @@ mod tests {
         }
 
         fn call(&self, name: &str) -> Outcome {
-            ReadSkill::call(&json!({ "name": name }).to_string(), &self.context())
+            cordon_kit::run::<ReadSkill>(&json!({ "name": name }).to_string(), &self.context())
         }
     }
 
@@ -335,7 +328,9 @@ mod tests {
             dry_run: false,
             max_output: 1000,
         };
-        let call = |name: &str| ReadSkill::call(&json!({ "name": name }).to_string(), &context);
+        let call = |name: &str| {
+            cordon_kit::run::<ReadSkill>(&json!({ "name": name }).to_string(), &context)
+        };
         for given in [
             "../secret",
             "/etc/secret",
@@ -400,7 +395,7 @@ mod tests {
     #[test]
     fn invalid_input_is_a_failure_not_a_panic() {
         let dir = TempDir::new("input");
-        let outcome = ReadSkill::call("{\"nom\": 1}", &dir.context());
+        let outcome = cordon_kit::run::<ReadSkill>("{\"nom\": 1}", &dir.context());
         assert!(outcome.failed);
         assert!(outcome.output.starts_with("invalid input"));
     }

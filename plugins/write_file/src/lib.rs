@@ -8,7 +8,7 @@ use std::io;
 use std::path::Path;
 
 use cordon_kit::textfile::{self, DRY_RUN, count};
-use cordon_kit::{Context, Declaration, Display, Kind, Outcome, Tool, diff, path};
+use cordon_kit::{Context, Declaration, Kind, Outcome, Tool, diff, path};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -17,7 +17,7 @@ pub struct WriteFile;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Input {
+pub struct Input {
     path: String,
     content: String,
 }
@@ -29,6 +29,7 @@ Returns a headline and a diff against the previous content. To change part of an
 prefer edit_file.";
 
 impl Tool for WriteFile {
+    type Input = Input;
     const NAME: &'static str = "write_file";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
@@ -45,26 +46,15 @@ impl Tool for WriteFile {
             }),
             &["path", "content"],
         );
-        Some(Declaration {
-            name: Self::NAME.into(),
-            description: DESCRIPTION.into(),
-            input_schema: schema,
-            kind: Kind::Edit,
-            display: Display {
-                icon: "📝".into(),
-                key_argument: Some("path".into()),
-                preview_output: true,
-            },
-            counter: textfile::file_ops_counter(),
-        })
+        Some(
+            Declaration::new(Self::NAME, Kind::Edit, DESCRIPTION, schema)
+                .shown_as("📝", Some("path"))
+                .counted_as(textfile::file_ops_counter()),
+        )
     }
 
-    fn call(input: &str, context: &Context) -> Outcome {
-        let input: Input = match cordon_kit::parse_input(input) {
-            Ok(input) => input,
-            Err(outcome) => return outcome,
-        };
-        run(&input, context).unwrap_or_else(Outcome::failure)
+    fn call(input: Input, context: &Context) -> Result<Outcome, String> {
+        run(&input, context)
     }
 }
 

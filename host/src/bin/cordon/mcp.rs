@@ -148,11 +148,9 @@ impl ServerHandler for Server {
         let name = params.get("name").and_then(Value::as_str);
         let text = match (name, params.get("arguments")) {
             // The runtime's own text: unknown tool, or the input must be a JSON object.
-            (Some(name), Some(arguments)) => self
-                .runtime
-                .prepare(name, &arguments.to_string())
-                .err()
-                .map(|failure| failure.output),
+            (Some(name), Some(arguments)) => {
+                self.runtime.prepare(name, &arguments.to_string()).err()
+            }
             _ => None,
         };
         let text = text.unwrap_or_else(|| {
@@ -173,7 +171,7 @@ impl ServerHandler for Server {
         if self.runtime.tool(name).is_none() {
             // The runtime's own text: the name, then the declared tools.
             let text = match self.runtime.prepare(name, &input) {
-                Err(failure) => failure.output,
+                Err(failure) => failure,
                 Ok(_) => format!("Unknown tool \"{name}\""),
             };
             return Err(ErrorData::invalid_params(text, None));
