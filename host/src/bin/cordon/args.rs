@@ -47,6 +47,26 @@ pub struct Global {
     #[arg(long, global = true)]
     pub unconfined_bash: bool,
 
+    /// Let bash commands also read (and execute from) this file or directory; repeatable.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub bash_read: Vec<PathBuf>,
+
+    /// Let bash commands also write this file or directory; repeatable.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub bash_write: Vec<PathBuf>,
+
+    /// Let bash commands use the network.
+    #[arg(long, global = true)]
+    pub bash_network: bool,
+
+    /// The address-space limit of each process of a bash command, in MiB.
+    #[arg(long, value_name = "MIB", default_value_t = cordon::shell::DEFAULT_MEMORY_LIMIT >> 20, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub bash_memory: u64,
+
+    /// How many processes and threads a bash command may have at once.
+    #[arg(long, value_name = "N", default_value_t = cordon::shell::DEFAULT_MAX_PROCESSES, value_parser = clap::value_parser!(u32).range(1..), global = true)]
+    pub bash_max_processes: u32,
+
     /// Whether calls that change things (edit and execute tools) run: `allow` runs them, `ask`
     /// asks first (on the terminal for `call`, through the protocol for `session` and `mcp`),
     /// `deny` refuses them. Read tools never need permission.
@@ -88,6 +108,11 @@ impl Global {
         options.skills = self.skills.clone();
         options.shell.timeout = Duration::from_secs(self.timeout.into());
         options.shell.unconfined = self.unconfined_bash;
+        options.shell.extra_read = self.bash_read.clone();
+        options.shell.extra_write = self.bash_write.clone();
+        options.shell.network = self.bash_network;
+        options.shell.memory_limit = Some(self.bash_memory << 20);
+        options.shell.max_processes = self.bash_max_processes;
         options.plugin_dirs.extend(self.plugin_dirs.iter().cloned());
         if let Some(file) = &self.config {
             options.config = Some(file.clone());
