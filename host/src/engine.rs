@@ -29,15 +29,6 @@ pub struct Engine {
     cache: Option<PathBuf>,
 }
 
-/// How a component was obtained, for logs and tests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// Compiled now (and written to the cache when there is one).
-    Compiled,
-    /// Loaded from the cache.
-    Cached,
-}
-
 impl Engine {
     /// An engine with cordon's configuration, caching compiled components in `cache` (none: no
     /// cache, every start compiles).
@@ -75,7 +66,7 @@ impl Engine {
     }
 
     /// The compiled form of the component `bytes`, from the cache when it is there.
-    pub fn component(&self, name: &str, bytes: &[u8]) -> Result<(Component, Origin), Error> {
+    pub fn component(&self, name: &str, bytes: &[u8]) -> Result<Component, Error> {
         let artifact = self.artifact_path(bytes);
         if let Some(path) = &artifact
             && path.is_file()
@@ -86,7 +77,7 @@ impl Engine {
             match unsafe { Component::deserialize_file(&self.engine, path) } {
                 Ok(component) => {
                     tracing::debug!(plugin = name, path = %path.display(), "loaded compiled component from cache");
-                    return Ok((component, Origin::Cached));
+                    return Ok(component);
                 }
                 Err(e) => tracing::warn!(
                     plugin = name,
@@ -114,7 +105,7 @@ impl Engine {
                 ),
             }
         }
-        Ok((component, Origin::Compiled))
+        Ok(component)
     }
 
     fn artifact_path(&self, bytes: &[u8]) -> Option<PathBuf> {
@@ -153,6 +144,10 @@ fn config() -> Config {
         .total_core_instances(256)
         .total_memories(128)
         .total_tables(256)
+        // One async stack per call in flight, so no more than there can be instances. The
+        // default (1000) costs an `mprotect` per stack's guard page at every start: ~3 ms of a
+        // one-shot `cordon call`, and as much again to unmap.
+        .total_stacks(64)
         .max_memory_size(1 << 30);
     config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     // Component-model async (p3) is not used; its per-store bookkeeping is measurable.

@@ -15,7 +15,7 @@ use crate::Error;
 use crate::bindings::cordon::tool::types::{Context, Outcome};
 use crate::bindings::{Declaration, PluginWithCapabilities, PluginWithCapabilitiesPre, interface};
 use crate::caps::{self, files::Roots};
-use crate::engine::{Engine, Origin, TICK};
+use crate::engine::{Engine, TICK};
 use crate::grants::Grants;
 use crate::manifest::Limits;
 use crate::schema::InputSchema;
@@ -71,7 +71,6 @@ pub struct Plugin {
     grants: Arc<Grants>,
     roots: Arc<Roots>,
     tools: Vec<Tool>,
-    origin: Origin,
     limits: Limits,
 }
 
@@ -81,7 +80,7 @@ impl Plugin {
         engine: &Engine,
         name: &str,
         source: Source,
-        (component, origin): (Component, Origin),
+        component: Component,
         grants: Grants,
         limits: Limits,
     ) -> Result<Self, Error> {
@@ -115,7 +114,6 @@ impl Plugin {
             grants: Arc::new(grants),
             roots: Arc::new(roots),
             tools: Vec::new(),
-            origin,
             limits,
         };
         let declarations = plugin.declarations().await.map_err(load_error)?;
@@ -143,11 +141,6 @@ impl Plugin {
     /// Where it came from.
     pub fn source(&self) -> &Source {
         &self.source
-    }
-
-    /// Whether its compiled code came from the cache.
-    pub fn origin(&self) -> Origin {
-        self.origin
     }
 
     /// What it was granted.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::bindings::cordon::tool::types::{self, Context, Diff, Location};
-use crate::engine::{Engine, Origin};
+use crate::engine::Engine;
 use crate::manifest::{self, Config};
 use crate::plugin::{Plugin, Source, Spec, Tool};
 use crate::{Error, builtin, output, shell};
@@ -247,11 +247,6 @@ impl Runtime {
     /// The loaded plugins.
     pub fn plugins(&self) -> &[Plugin] {
         &self.plugins
-    }
-
-    /// Whether every plugin's compiled code came from the cache.
-    pub fn all_cached(&self) -> bool {
-        self.plugins.iter().all(|p| p.origin() == Origin::Cached)
     }
 
     /// The declared tools, in plugin order, each with its plugin.
