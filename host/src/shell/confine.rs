@@ -125,17 +125,22 @@ fn landlock_abi() -> Result<ABI, String> {
             LANDLOCK_CREATE_RULESET_VERSION,
         )
     };
+    let errno = io::Error::last_os_error().raw_os_error();
+    usable_abi(version, errno)
+}
+
+/// The Landlock ABI for the kernel's answer to the version query (`version`, else `errno`),
+/// or what it lacks.
+fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<ABI, String> {
     if version <= 0 {
-        return Err(
-            if io::Error::last_os_error().raw_os_error() == Some(libc::EOPNOTSUPP) {
-                "Landlock is built into this kernel but not enabled (add landlock to the lsm= \
+        return Err(if errno == Some(libc::EOPNOTSUPP) {
+            "Landlock is built into this kernel but not enabled (add landlock to the lsm= \
                  kernel parameter)"
-            } else {
-                "this kernel has no Landlock (Linux 6.12 or later with CONFIG_SECURITY_LANDLOCK \
+        } else {
+            "this kernel has no Landlock (Linux 6.12 or later with CONFIG_SECURITY_LANDLOCK \
                  is needed)"
-            }
-            .to_string(),
-        );
+        }
+        .to_string());
     }
     let abi = ABI::from(version as i32);
     if abi >= ABI::V6 {
@@ -640,6 +645,20 @@ mod tests {
         // /etc itself is only listable.
         let etc = rules.iter().find(|(p, _)| p == Path::new("/etc")).unwrap();
         assert_eq!(etc.1, AccessFs::ReadDir);
+    }
+
+    #[test]
+    fn old_kernels_are_refused_with_what_they_lack() {
+        assert_eq!(usable_abi(7, None), Ok(ABI::V7));
+        let why = usable_abi(5, None).unwrap_err();
+        assert!(why.contains("ABI is 5"), "{why}");
+        assert!(why.contains("scoping of signals"), "{why}");
+        assert!(!why.contains("truncation"), "{why}");
+        let why = usable_abi(-1, Some(libc::ENOSYS)).unwrap_err();
+        assert!(why.contains("no Landlock"), "{why}");
+        let why = usable_abi(-1, Some(libc::EOPNOTSUPP)).unwrap_err();
+        assert!(why.contains("not enabled"), "{why}");
+        assert!(refusal(why).contains("--unconfined-bash"));
     }
 
     #[test]
