@@ -349,3 +349,29 @@ fn unconfined_bash_lifts_the_confinement_only() {
         "{run:?}"
     );
 }
+
+#[test]
+fn opt_in_settings_widen_only_what_they_name() {
+    let extra = tempfile::tempdir().unwrap();
+    let target = extra.path().join("out.txt");
+    let write = format!("echo granted > {} && cat {}", target.display(), target.display());
+    let denied = bash(&Cordon::new(), &write);
+    assert_eq!(denied.code, 1, "{denied:?}");
+    assert!(!target.exists());
+    let dir = extra.path().to_str().unwrap();
+    let granted = bash(&Cordon::new().with_args(&["--bash-write", dir]), &write);
+    assert_eq!(granted.stdout, "granted\n", "{granted:?}");
+
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let networked = bash(&Cordon::new().with_args(&["--bash-network"]), &connect);
+    assert_eq!(networked.stdout, "connected\n", "{networked:?}");
+
+    let missing = bash(
+        &Cordon::new().with_args(&["--bash-read", "/nonexistent/cordon"]),
+        "true",
+    );
+    assert_eq!(missing.code, 1);
+    assert!(missing.stdout.contains("/nonexistent/cordon"), "{missing:?}");
+}
