@@ -11,7 +11,7 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use cordon::tool::types::{Counter, Declaration, Display, Kind};
+pub use self::cordon::tool::types::{Counter, Declaration, Display, Kind};
 
 /// The WIT package's interface names, as they appear in a component's imports.
 pub mod interface {
