@@ -9,6 +9,8 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sha2::{Digest, Sha256};
+
 /// The built-in tools; each is the crate `plugins/<name>`.
 const PLUGINS: &[&str] = &["read_file", "write_file", "edit_file", "bash", "read_skill"];
 const TARGET: &str = "wasm32-wasip2";
@@ -57,19 +59,20 @@ fn main() {
     }
 
     let out_dir = target_dir.join(TARGET).join("release");
+    // The SHA-256 of each component is computed here, once, rather than at every start: it
+    // keys the compile cache, and hashing megabytes would be most of a one-shot call's time.
     let mut generated = String::from(
-        "/// The embedded component of the built-in plugin `name`, if it was built.\n\
-         pub(crate) fn component(name: &str) -> Option<&'static [u8]> {\n    match name {\n",
+        "/// The embedded component of the built-in plugin `name`, if it was built, and its \
+         SHA-256.\n\
+         pub(crate) fn component(name: &str) -> Option<(&'static [u8], [u8; 32])> {\n    match name {\n",
     );
     for name in &plugins {
         let wasm = out_dir.join(format!("{name}.wasm"));
-        assert!(
-            wasm.is_file(),
-            "the plugin build did not produce {}",
-            wasm.display()
-        );
+        let bytes = std::fs::read(&wasm)
+            .unwrap_or_else(|e| panic!("the plugin build did not produce {}: {e}", wasm.display()));
+        let digest: [u8; 32] = Sha256::digest(&bytes).into();
         generated.push_str(&format!(
-            "        {name:?} => Some(include_bytes!({:?})),\n",
+            "        {name:?} => Some((include_bytes!({:?}), {digest:?})),\n",
             wasm.display().to_string()
         ));
     }

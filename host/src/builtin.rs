@@ -38,10 +38,12 @@ pub fn specs(options: &Options) -> Vec<Spec> {
     NAMES
         .iter()
         .filter_map(|name| {
+            let (bytes, digest) = component(name)?;
             Some(Spec {
                 name: name.to_string(),
                 source: Source::Builtin,
-                bytes: bytes::Bytes::from_static(component(name)?),
+                bytes: bytes::Bytes::from_static(bytes),
+                digest,
                 grants: grants(name, options)?,
                 limits: limits(name, options),
                 tools: None,

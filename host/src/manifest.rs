@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 
 use crate::Error;
 use crate::grants::Grants;
@@ -297,8 +298,9 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
     let manifest = Manifest::read(&manifest_path).map_err(refuse)?;
     let bytes =
         std::fs::read(path).map_err(|e| refuse(format!("cannot read {}: {e}", path.display())))?;
+    let digest: [u8; 32] = Sha256::digest(&bytes).into();
     if let Some(pin) = &manifest.sha256 {
-        let actual = sha256_hex(&bytes);
+        let actual = hex(&digest);
         if !pin.eq_ignore_ascii_case(&actual) {
             return Err(refuse(format!(
                 "{} has SHA-256 {actual}, but its manifest pins {pin}; the component was changed \
@@ -329,6 +331,7 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
         name: name.clone(),
         source: Source::File(path.to_path_buf()),
         bytes: bytes.into(),
+        digest,
         grants: decision.grants,
         limits: decision.limits,
         tools: Some(manifest.tools),
@@ -337,9 +340,9 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
 
 /// The SHA-256 of `bytes` as lowercase hex, the form manifests pin.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

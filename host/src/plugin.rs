@@ -47,6 +47,8 @@ pub struct Spec {
     pub source: Source,
     /// The component.
     pub bytes: bytes::Bytes,
+    /// The SHA-256 of `bytes`: the compile cache's key.
+    pub digest: [u8; 32],
     /// What it is granted.
     pub grants: Grants,
     /// The bounds on each call.
