@@ -110,7 +110,25 @@ pub struct Runtime {
 
 impl Runtime {
     /// Loads the built-in plugins and the plugins of `options.plugin_dirs`, as `options` say.
-    pub async fn new(mut options: Options) -> Result<Self, Error> {
+    pub async fn new(options: Options) -> Result<Self, Error> {
+        Self::start(options, None).await
+    }
+
+    /// Like [`Runtime::new`], but loads only the plugin that declares `tool` when that is
+    /// known before loading (a built-in's tool is its name; a plugin's manifest lists its
+    /// tools) and exactly one plugin claims it. A one-shot `cordon call` then skips loading
+    /// the others. When that plugin does not declare the tool after all, everything is loaded,
+    /// so an unknown tool is reported against the full list.
+    pub async fn for_tool(options: Options, tool: &str) -> Result<Self, Error> {
+        let runtime = Self::start(options.clone(), Some(tool)).await?;
+        if runtime.tool(tool).is_some() {
+            Ok(runtime)
+        } else {
+            Self::new(options).await
+        }
+    }
+
+    async fn start(mut options: Options, tool: Option<&str>) -> Result<Self, Error> {
         options.workspace = options
             .workspace
             .canonicalize()
@@ -137,6 +155,16 @@ impl Runtime {
         let mut specs = builtin::specs(&options);
         for dir in &options.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &options, &config)?);
+        }
+        if let Some(tool) = tool {
+            let claims = |spec: &Spec| match &spec.tools {
+                Some(listed) => listed.iter().any(|t| t == tool),
+                None => spec.name == tool,
+            };
+            // With two claimants, loading both reports the collision.
+            if specs.iter().filter(|s| claims(s)).count() == 1 {
+                specs.retain(claims);
+            }
         }
         let mut runtime = Runtime {
             engine: Engine::new(options.cache_dir.clone())?,

@@ -189,6 +189,20 @@ fn a_name_collision_is_refused() {
 }
 
 #[test]
+fn a_one_shot_call_of_a_colliding_tool_is_refused_too() {
+    let dir = plugin_dir(
+        "reader",
+        &component("read_file"),
+        "tools = [\"read_file\"]\n[grants]\nread = [\".\"]\n",
+    );
+    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
+    cordon.write("a.txt", "x");
+    let run = cordon.call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(run.stderr.contains("already declare"), "{}", run.stderr);
+}
+
+#[test]
 fn undeclared_tools_and_missing_manifests_are_refused() {
     let dir = plugin_dir("hostile", &component("hostile"), "tools = [\"spin\"]\n");
     let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);

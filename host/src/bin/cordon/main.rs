@@ -44,7 +44,11 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let options = cli.global.options();
-    let mut runtime = Runtime::new(options.clone()).await?;
+    let mut runtime = match &cli.command {
+        // One call needs one plugin: skip starting the others.
+        Command::Call { tool, .. } => Runtime::for_tool(options.clone(), tool).await?,
+        _ => Runtime::new(options.clone()).await?,
+    };
     let (mode, preview_lines) = (cli.global.permissions, cli.global.preview_lines);
     match cli.command {
         Command::Tools { json } => {
