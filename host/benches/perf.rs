@@ -25,9 +25,11 @@
 //!
 //! The data (a 1 GiB text file among them) is generated once under `target/perf/` and reused.
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use cordon::session::{Mode, NoAsk, Session};
@@ -139,6 +141,20 @@ impl Dirs {
         std::fs::write(dirs.ws.join("4k.txt"), four).unwrap();
         generate(&dirs.ws.join("1m.txt"), MIB);
         generate(&dirs.ws.join("1g.txt"), 1 << 30);
+        // Compile the plugins into the cache in a process of their own, so that no measurement
+        // (the resident set above all) includes a compilation.
+        let warm = Command::new(CORDON)
+            .arg("--workspace")
+            .arg(&dirs.ws)
+            .arg("--cache-dir")
+            .arg(&dirs.cache)
+            .arg("--skills")
+            .arg(&dirs.skills)
+            .arg("tools")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("cordon runs");
+        assert!(warm.status.success(), "{warm:?}");
         dirs
     }
 
@@ -458,9 +474,15 @@ fn session(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
     let path = dirs.ws.join("4k.txt");
     let input = r#"{"path":"4k.txt"}"#;
     let expected = std::fs::read_to_string(&path).unwrap();
+    let at_start = rss_of("self");
     for _ in 0..200 {
         lib.call("read_file", input);
     }
+    println!(
+        "  resident set: {} with the runtime loaded, {} after 200 calls",
+        mib(at_start),
+        mib(rss_of("self"))
+    );
     let n = samples(3000);
     let lib = std::cell::RefCell::new(lib);
     let mut native = || {
@@ -580,9 +602,7 @@ fn edit(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
     println!(
         "\n# 4. `edit_file` of one line in a 100 000-line file vs native read + replace + write"
     );
-    let content: String = (0..100_000)
-        .map(|i| format!("    let value_{i} = compute({i}, \"alpha beta gamma\");\n"))
-        .collect();
+    let content = hundred_thousand_lines();
     let (tool_path, native_path) = (dirs.ws.join("edit.txt"), dirs.ws.join("edit-native.txt"));
     std::fs::write(&tool_path, &content).unwrap();
     std::fs::write(&native_path, &content).unwrap();
@@ -627,6 +647,13 @@ fn edit(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
     let _ = std::fs::remove_file(&tool_path);
 }
 
+/// The 100 000-line file of the `edit_file` measurements (5.8 MB).
+fn hundred_thousand_lines() -> String {
+    (0..100_000)
+        .map(|i| format!("    let value_{i} = compute({i}, \"alpha beta gamma\");\n"))
+        .collect()
+}
+
 fn pathological_diff(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
     println!("\n# 4b. A pathological diff through `edit_file`");
     // A pathological diff: every line changed, many short lines shared in another order (the
@@ -669,12 +696,13 @@ fn pathological_diff(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
 /// A minimal MCP client: newline-delimited JSON-RPC over a child's stdin and stdout.
 struct Client {
     child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    stdin: Box<dyn Write>,
+    stdout: BufReader<Box<dyn Read>>,
     next_id: u64,
 }
 
 impl Client {
+    /// Starts the server with pipes for its standard input and output, as MCP clients do.
     fn spawn(command: &mut Command) -> Self {
         let mut child = command
             .stdin(Stdio::piped())
@@ -683,8 +711,27 @@ impl Client {
             .spawn()
             .expect("the MCP server starts");
         Client {
-            stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
+            stdin: Box::new(child.stdin.take().unwrap()),
+            stdout: BufReader::new(Box::new(child.stdout.take().unwrap())),
+            child,
+            next_id: 1,
+        }
+    }
+
+    /// Starts the server with a Unix socket for its standard input and output: `cordon mcp`
+    /// then falls back to Tokio's blocking standard streams (its transport before it used
+    /// non-blocking pipes), which shows what that change bought.
+    fn spawn_on_socket(command: &mut Command) -> Self {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let child = command
+            .stdin(Stdio::from(OwnedFd::from(theirs.try_clone().unwrap())))
+            .stdout(Stdio::from(OwnedFd::from(theirs)))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the MCP server starts");
+        Client {
+            stdin: Box::new(ours.try_clone().unwrap()),
+            stdout: BufReader::new(Box::new(ours)),
             child,
             next_id: 1,
         }
@@ -743,7 +790,9 @@ impl Client {
     }
 
     fn close(mut self) {
+        // End of input: the server's cue to exit. (A socket needs its other half shut too.)
         drop(self.stdin);
+        drop(self.stdout);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if self.child.try_wait().unwrap().is_some() {
@@ -903,6 +952,32 @@ fn mcp(dirs: &Dirs, report: &mut Report) {
         );
         rates.push(rate);
     }
+    // The same over a socket: `cordon mcp` with Tokio's blocking standard streams.
+    let mut client = Client::spawn_on_socket(&mut cordon_mcp(dirs));
+    client.initialize();
+    for _ in 0..50 {
+        client.call(servers[0].tool, &servers[0].arguments);
+    }
+    let started = Instant::now();
+    for _ in 0..calls {
+        client.call(servers[0].tool, &servers[0].arguments);
+    }
+    let blocking = started.elapsed();
+    client.close();
+    println!(
+        "  {:<44} {:>8.0} calls/s ({} per call)",
+        "cordon mcp, blocking stdio (over a socket)",
+        calls as f64 / blocking.as_secs_f64(),
+        fmt(blocking / calls as u32)
+    );
+    let blocking_rate = calls as f64 / blocking.as_secs_f64();
+    report.row(
+        "`cordon mcp` over a socket (Tokio's blocking stdio instead of non-blocking pipes)",
+        format!("{blocking_rate:.0} calls/s"),
+        format!("{:.1}× server-filesystem", blocking_rate / rates[1]),
+        "(information)",
+        None,
+    );
     let r = rates[0] / rates[1];
     report.row(
         "`cordon mcp` vs server-filesystem: `read` tool calls per second (4 KiB file)",
@@ -966,6 +1041,34 @@ fn rss(dirs: &Dirs, report: &mut Report) {
         "-".into(),
         "< 30 MiB",
         Some(size < 30 * MIB),
+    );
+
+    // What stays resident after large calls: each plugin's pooled memory keeps the pages a
+    // call dirtied, up to a bound, for the next call.
+    let big = dirs.ws.join("rss-edit.txt");
+    std::fs::write(&big, hundred_thousand_lines()).unwrap();
+    let mut client = Client::spawn(&mut cordon_mcp(dirs));
+    client.initialize();
+    client.call("read_file", &json!({"path": "1m.txt"}));
+    client.call(
+        "edit_file",
+        &json!({"path": "rss-edit.txt", "dry_run": true,
+                "edits": [{"old": "value_50000 =", "new": "value_50001 ="}]}),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let after = rss_of(&client.child.id().to_string());
+    client.close();
+    let _ = std::fs::remove_file(&big);
+    println!(
+        "  VmRSS after a default read and a 5.8 MB edit_file dry run: {}",
+        mib(after)
+    );
+    report.row(
+        "`cordon mcp` resident set after a 1 MiB read and a 5.8 MB edit (dry run)",
+        mib(after),
+        format!("+{}", mib(after.saturating_sub(size))),
+        "(information)",
+        None,
     );
 }
 

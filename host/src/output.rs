@@ -7,7 +7,13 @@
 /// Builds the final text of a call: `body` cut to `max_chars` characters, a truncation notice
 /// when anything was cut (here or, `omitted_bytes`, before the host saw it), then `trailer`.
 pub fn finish(body: &str, trailer: Option<&str>, max_chars: usize, omitted_bytes: u64) -> String {
-    let (kept, cut_chars) = match body.char_indices().nth(max_chars) {
+    // A body of no more bytes than the limit has no more characters either: no need to count.
+    let nth = if body.len() <= max_chars {
+        None
+    } else {
+        body.char_indices().nth(max_chars)
+    };
+    let (kept, cut_chars) = match nth {
         Some((end, _)) => (&body[..end], body[end..].chars().count()),
         None => (body, 0),
     };

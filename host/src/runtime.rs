@@ -167,7 +167,11 @@ impl Runtime {
             }
         }
         let mut runtime = Runtime {
-            engine: Engine::new(options.cache_dir.clone())?,
+            // One call does not repay reserving the instance pool.
+            engine: match tool {
+                Some(_) => Engine::new_on_demand(options.cache_dir.clone())?,
+                None => Engine::new(options.cache_dir.clone())?,
+            },
             plugins: Vec::new(),
             index: BTreeMap::new(),
             max_output: options.max_output,
@@ -197,7 +201,10 @@ impl Runtime {
 
     async fn load(&mut self, specs: Vec<Spec>) -> Result<(), Error> {
         let engine = &self.engine;
-        let cold = specs.iter().filter(|s| !engine.is_cached(&s.digest)).count();
+        let cold = specs
+            .iter()
+            .filter(|s| !engine.is_cached(&s.digest))
+            .count();
         if cold > 0 {
             match engine.cache_dir() {
                 Some(dir) => tracing::info!(
@@ -219,7 +226,8 @@ impl Runtime {
                 .iter()
                 .map(|spec| {
                     let engine = engine.clone();
-                    let (name, bytes, digest) = (spec.name.clone(), spec.bytes.clone(), spec.digest);
+                    let (name, bytes, digest) =
+                        (spec.name.clone(), spec.bytes.clone(), spec.digest);
                     tokio::task::spawn_blocking(move || engine.component(&name, &bytes, &digest))
                 })
                 .collect();

@@ -354,7 +354,11 @@ fn unconfined_bash_lifts_the_confinement_only() {
 fn opt_in_settings_widen_only_what_they_name() {
     let extra = tempfile::tempdir().unwrap();
     let target = extra.path().join("out.txt");
-    let write = format!("echo granted > {} && cat {}", target.display(), target.display());
+    let write = format!(
+        "echo granted > {} && cat {}",
+        target.display(),
+        target.display()
+    );
     let denied = bash(&Cordon::new(), &write);
     assert_eq!(denied.code, 1, "{denied:?}");
     assert!(!target.exists());
@@ -373,5 +377,8 @@ fn opt_in_settings_widen_only_what_they_name() {
         "true",
     );
     assert_eq!(missing.code, 1);
-    assert!(missing.stdout.contains("/nonexistent/cordon"), "{missing:?}");
+    assert!(
+        missing.stdout.contains("/nonexistent/cordon"),
+        "{missing:?}"
+    );
 }

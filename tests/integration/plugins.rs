@@ -297,5 +297,9 @@ fn tools_and_plugins_check_show_where_a_tool_comes_from_and_its_grants() {
         check.stdout
     );
     let installed = cordon.run(&["plugins", "check", wasm.to_str().unwrap()]);
-    assert_eq!(installed.code, 0, "an installed plugin checks too: {}", installed.stderr);
+    assert_eq!(
+        installed.code, 0,
+        "an installed plugin checks too: {}",
+        installed.stderr
+    );
 }

@@ -27,6 +27,10 @@
 //!
 //! The diff runs under a deadline ([`DEADLINE`]): past it the algorithm settles for a correct but
 //! possibly larger diff, so a pathological input cannot stall a call.
+//!
+//! Its cost follows the change, not the file: the lines the two texts share at the start and at
+//! the end are skipped before the diff algorithm sees them (as it would skip them itself, after
+//! splitting and comparing every line), keeping the context lines shown around a change.
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -82,10 +86,23 @@ impl LineDiff {
 /// characters, from the start; [`LineDiff::omitted_lines`] says how many did not fit. The
 /// counts always cover the whole diff.
 pub fn diff(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
+    diff_within(
+        old,
+        new,
+        Window::of(old.as_bytes(), new.as_bytes()),
+        max_chars,
+    )
+}
+
+/// [`diff`], giving the diff algorithm only the `window` of the texts.
+fn diff_within(old: &str, new: &str, window: Window, max_chars: Option<usize>) -> LineDiff {
+    // Lines before the window: the same number in both texts.
+    let skip = window.lines_before;
+    let lines_after = count_lines(&new.as_bytes()[window.new.end..]);
     let text_diff = TextDiff::configure()
         .algorithm(Algorithm::Myers)
         .timeout(DEADLINE)
-        .diff_lines(old, new);
+        .diff_lines(&old[window.old], &new[window.new]);
 
     let mut added = 0;
     let mut deleted = 0;
@@ -99,9 +116,9 @@ pub fn diff(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
         deleted += old_range.len();
         first.get_or_insert(new_range.start);
     }
-    let new_lines = text_diff.new_len();
+    let new_lines = skip + text_diff.new_len() + lines_after;
     let first_changed_line = first.map(|start| {
-        let line = (start + 1).min(new_lines.max(1));
+        let line = (skip + start + 1).min(new_lines.max(1));
         u32::try_from(line).unwrap_or(u32::MAX)
     });
 
@@ -110,7 +127,7 @@ pub fn diff(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
         .iter()
         .flatten()
         .flat_map(|op| text_diff.iter_changes(op))
-        .map(|change| shown_number(change.tag(), change.old_index(), change.new_index()))
+        .map(|change| shown_number(change.tag(), change.old_index(), change.new_index(), skip))
         .max()
         .unwrap_or(0)
         .to_string()
@@ -144,14 +161,14 @@ pub fn diff(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
         };
         let header = format!(
             "@@ -{} +{} @@",
-            range(first_op.old_range().start..last_op.old_range().end),
-            range(first_op.new_range().start..last_op.new_range().end),
+            range(first_op.old_range().start + skip..last_op.old_range().end + skip),
+            range(first_op.new_range().start + skip..last_op.new_range().end + skip),
         );
         push(&mut text, &header);
         for op in group {
             for change in text_diff.iter_changes(op) {
                 let tag = change.tag();
-                let number = shown_number(tag, change.old_index(), change.new_index());
+                let number = shown_number(tag, change.old_index(), change.new_index(), skip);
                 let marker = match tag {
                     ChangeTag::Equal => ' ',
                     ChangeTag::Delete => '-',
@@ -181,13 +198,155 @@ pub fn diff(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
     }
 }
 
-/// The number shown for a line: its new number, or its old number when it was removed.
-fn shown_number(tag: ChangeTag, old_index: Option<usize>, new_index: Option<usize>) -> usize {
+/// The number shown for a line: its new number, or its old number when it was removed; the
+/// indices count from `offset` lines into the texts.
+fn shown_number(
+    tag: ChangeTag,
+    old_index: Option<usize>,
+    new_index: Option<usize>,
+    offset: usize,
+) -> usize {
     let index = match tag {
         ChangeTag::Delete => old_index,
         ChangeTag::Equal | ChangeTag::Insert => new_index,
     };
-    index.map_or(0, |i| i + 1)
+    index.map_or(0, |i| offset + i + 1)
+}
+
+/// The part of two texts the diff algorithm needs to see: everything but the whole lines they
+/// share at the start and at the end, widened by [`CONTEXT`] of those lines on each side. The
+/// lines skipped at the start are the same in both texts, so are those at the end.
+struct Window {
+    /// The window's byte range in the old text.
+    old: Range<usize>,
+    /// The window's byte range in the new text.
+    new: Range<usize>,
+    /// The number of lines before the window.
+    lines_before: usize,
+}
+
+impl Window {
+    fn of(old: &[u8], new: &[u8]) -> Self {
+        // The shared head, in whole lines: up to the last line start within the common prefix.
+        let head = line_start(old, common_prefix(old, new));
+        // The shared tail, in whole lines, not overlapping the head: it must start at a line
+        // start in both texts. Within the common suffix the byte before a start is the same in
+        // both, so past its first line any line start in the old text is one in the new.
+        let suffix = common_suffix(&old[head..], &new[head..]);
+        let at_line_start = |text: &[u8], at: usize| at == 0 || text[at - 1] == b'\n';
+        let tail =
+            if at_line_start(old, old.len() - suffix) && at_line_start(new, new.len() - suffix) {
+                suffix
+            } else {
+                let from = old.len() - suffix;
+                match old[from..].iter().position(|&b| b == b'\n') {
+                    Some(i) => old.len() - (from + i + 1),
+                    None => 0,
+                }
+            };
+        let start = lines_back(old, head, CONTEXT);
+        let old_end = lines_forward(old, old.len() - tail, CONTEXT);
+        let new_end = new.len() - tail + (old_end - (old.len() - tail));
+        Window {
+            old: start..old_end,
+            new: start..new_end,
+            lines_before: count_newlines(&old[..start]),
+        }
+    }
+}
+
+/// The start of the line holding byte `at` of `text` (`at` itself when a line starts there).
+fn line_start(text: &[u8], at: usize) -> usize {
+    text[..at]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1)
+}
+
+/// The start of the line `n` lines before the one starting at `at`, or 0.
+fn lines_back(text: &[u8], mut at: usize, n: usize) -> usize {
+    for _ in 0..n {
+        if at == 0 {
+            break;
+        }
+        at = line_start(text, at - 1);
+    }
+    at
+}
+
+/// The start of the line `n` lines after the one starting at `at`, or the end of `text`.
+fn lines_forward(text: &[u8], mut at: usize, n: usize) -> usize {
+    for _ in 0..n {
+        match text[at..].iter().position(|&b| b == b'\n') {
+            Some(i) => at += i + 1,
+            None => return text.len(),
+        }
+    }
+    at
+}
+
+// The plugins run as WebAssembly, where comparing or scanning byte by byte (which is what
+// `==` on large slices comes down to) is several times slower than eight bytes at a time.
+
+/// The length of the longest common prefix of `a` and `b`.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let words = a[..n]
+        .chunks_exact(8)
+        .zip(b[..n].chunks_exact(8))
+        .take_while(|(x, y)| word(x) == word(y))
+        .count();
+    let at = words * 8;
+    at + a[at..n]
+        .iter()
+        .zip(&b[at..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// The length of the longest common suffix of `a` and `b`.
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let words = a
+        .rchunks_exact(8)
+        .zip(b.rchunks_exact(8))
+        .take_while(|(x, y)| word(x) == word(y))
+        .count();
+    let at = n - words * 8;
+    words * 8
+        + a[..at]
+            .iter()
+            .rev()
+            .zip(b[..at].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count()
+}
+
+/// The number of `\n` in `text`.
+fn count_newlines(text: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let chunks = text.chunks_exact(8);
+    let rest = chunks.remainder().iter().filter(|&&b| b == b'\n').count();
+    chunks
+        .map(|chunk| {
+            // A zero byte of `x` is a newline; `high` has the top bit of each nonzero byte.
+            let x = word(chunk) ^ (ONES * u64::from(b'\n'));
+            let high = ((x & !HIGH) + !HIGH) | x;
+            (!high & HIGH).count_ones() as usize
+        })
+        .sum::<usize>()
+        + rest
+}
+
+/// The number of lines in `text`: its newlines, and a last line without one.
+fn count_lines(text: &[u8]) -> usize {
+    count_newlines(text) + usize::from(text.last().is_some_and(|&b| b != b'\n'))
+}
+
+fn word(bytes: &[u8]) -> u64 {
+    u64::from_ne_bytes(bytes.try_into().expect("eight bytes"))
 }
 
 /// A hunk range `start,count` from a 0-based range of lines.
@@ -341,6 +500,101 @@ mod tests {
         let d = diff("a", "b", Some(26));
         assert_eq!(d.text, "@@ -1,1 +1,1 @@\n1 - a");
         assert_eq!(d.omitted_lines, 3);
+    }
+
+    /// The diff of the whole texts, without skipping their shared lines.
+    fn whole(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
+        let window = Window {
+            old: 0..old.len(),
+            new: 0..new.len(),
+            lines_before: 0,
+        };
+        diff_within(old, new, window, max_chars)
+    }
+
+    #[test]
+    fn skipping_the_shared_lines_changes_nothing() {
+        let base: Vec<String> = (1..=40).map(|i| format!("line {i}\n")).collect();
+        let text = |lines: &[String]| lines.concat();
+        let mut cases: Vec<(String, String)> = Vec::new();
+        for at in [0, 1, 2, 3, 4, 5, 19, 35, 36, 37, 38, 39] {
+            let mut changed = base.clone();
+            changed[at] = "changed\n".into();
+            cases.push((text(&base), text(&changed)));
+            let mut removed = base.clone();
+            removed.remove(at);
+            cases.push((text(&base), text(&removed)));
+            let mut added = base.clone();
+            added.insert(at, "added\n".into());
+            cases.push((text(&base), text(&added)));
+            let mut two = changed.clone();
+            two[(at + 9) % 40] = "also\n".into();
+            cases.push((text(&base), text(&two)));
+        }
+        let all = text(&base);
+        let unterminated = all.trim_end_matches('\n').to_string();
+        for (old, new) in [
+            (all.clone(), all.clone()),
+            (all.clone(), unterminated.clone()),
+            (unterminated.clone(), format!("{unterminated}x")),
+            (all.clone(), format!("{all}more\nlines")),
+            (all.clone(), String::new()),
+            (String::new(), all.clone()),
+            (
+                all.replace('\n', "\r\n"),
+                all.replace('\n', "\r\n").replace("line 7\r", "7\r"),
+            ),
+            ("a\na\n".into(), "a\n".into()),
+            ("x\nsame\n".into(), "y\nsame\n".into()),
+            ("same\nx".into(), "same\ny".into()),
+            ("ab\n".into(), "ab".into()),
+            ("a\nb\n".into(), "a\nX\nb\n".into()),
+            ("héllo\nwörld\n".into(), "héllo\nwörld!\n".into()),
+        ] {
+            cases.push((old, new));
+        }
+        for (old, new) in &cases {
+            for max in [None, Some(40)] {
+                assert_eq!(
+                    diff(old, new, max),
+                    whole(old, new, max),
+                    "{old:?} -> {new:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_change_and_its_context_reach_the_algorithm() {
+        let old: String = (1..=10_000).map(|i| format!("line {i}\n")).collect();
+        let new = old.replace("line 5000\n", "changed\n");
+        let window = Window::of(old.as_bytes(), new.as_bytes());
+        assert_eq!(window.lines_before, 4996);
+        assert_eq!(
+            &old[window.old],
+            "line 4997\nline 4998\nline 4999\nline 5000\nline 5001\nline 5002\nline 5003\n"
+        );
+        assert_eq!(
+            &new[window.new],
+            "line 4997\nline 4998\nline 4999\nchanged\nline 5001\nline 5002\nline 5003\n"
+        );
+    }
+
+    #[test]
+    fn the_byte_helpers_agree_with_the_obvious() {
+        let text = b"one\ntwo\n\nthree four five six seven\neight\n";
+        for len in 0..text.len() {
+            let t = &text[..len];
+            assert_eq!(count_newlines(t), t.iter().filter(|&&b| b == b'\n').count());
+            for cut in 0..len {
+                let mut other = t.to_vec();
+                other[cut] = b'#';
+                assert_eq!(common_prefix(t, &other), cut);
+                assert_eq!(common_suffix(t, &other), len - cut - 1);
+            }
+            assert_eq!(common_prefix(t, text), len);
+            assert_eq!(common_suffix(t, t), len);
+        }
     }
 
     #[test]
