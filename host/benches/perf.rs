@@ -619,7 +619,7 @@ fn edit(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
     let mut flip = 0usize;
     let mut native_flip = 0usize;
     let mut native = || {
-        let (old, new) = if native_flip % 2 == 0 { (a, b) } else { (b, a) };
+        let (old, new) = if native_flip.is_multiple_of(2) { (a, b) } else { (b, a) };
         native_flip += 1;
         let text = std::fs::read_to_string(&native_path).unwrap();
         let edited = text.replacen(old, new, 1);
