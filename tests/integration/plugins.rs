@@ -15,6 +15,16 @@ fn component(package: &str) -> PathBuf {
     wasm_components(&[package]).join(format!("{package}.wasm"))
 }
 
+/// Loads the component of `package` as plugin `name` under `manifest`, expects cordon to refuse
+/// to start (exit 2), and returns what it said.
+fn refused_at_load(name: &str, package: &str, manifest: &str) -> String {
+    let dir = plugin_dir(name, &component(package), manifest);
+    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
+    let run = cordon.run(&["tools"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    run.stderr
+}
+
 /// A workspace with the hostile plugin loaded under `manifest` (after the tools line).
 fn hostile(manifest: &str) -> (Cordon, tempfile::TempDir) {
     let dir = plugin_dir(
@@ -130,29 +140,17 @@ fn a_plugin_sees_only_the_environment_variables_it_declares() {
 
 #[test]
 fn importing_the_shell_without_the_grant_is_refused_at_load() {
-    let dir = plugin_dir("sh", &component("bash"), "tools = [\"bash\"]\n");
-    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
-    let run = cordon.run(&["tools"]);
-    assert_eq!(run.code, 2);
+    let stderr = refused_at_load("sh", "bash", "tools = [\"bash\"]\n");
     assert!(
-        run.stderr
-            .contains("plugin sh imports cordon:tool/shell@0.1.0, which it was not granted"),
-        "{}",
-        run.stderr
+        stderr.contains("plugin sh imports cordon:tool/shell@0.1.0, which it was not granted"),
+        "{stderr}"
     );
 }
 
 #[test]
 fn the_shell_grant_needs_the_users_consent() {
-    let dir = plugin_dir(
-        "sh",
-        &component("bash"),
-        "tools = [\"bash\"]\n[grants]\nshell = true\n",
-    );
-    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
-    let run = cordon.run(&["tools"]);
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("allow_shell = true"), "{}", run.stderr);
+    let stderr = refused_at_load("sh", "bash", "tools = [\"bash\"]\n[grants]\nshell = true\n");
+    assert!(stderr.contains("allow_shell = true"), "{}", stderr);
 }
 
 #[test]
@@ -173,18 +171,15 @@ fn a_sha256_mismatch_is_refused() {
 
 #[test]
 fn a_name_collision_is_refused() {
-    let dir = plugin_dir(
+    let stderr = refused_at_load(
         "reader",
-        &component("read_file"),
+        "read_file",
         "tools = [\"read_file\"]\n[grants]\nread = [\".\"]\n",
     );
-    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
-    let run = cordon.run(&["tools"]);
-    assert_eq!(run.code, 2);
     assert!(
-        run.stderr.contains("plugin reader declares the tool \"read_file\", which the built-in tools already declare"),
+        stderr.contains("plugin reader declares the tool \"read_file\", which the built-in tools already declare"),
         "{}",
-        run.stderr
+        stderr
     );
 }
 
