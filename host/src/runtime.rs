@@ -35,6 +35,11 @@ pub struct Options {
     pub plugin_dirs: Vec<PathBuf>,
     /// cordon's config file (the user's consent for plugins); none: no consent given.
     pub config: Option<PathBuf>,
+    /// Whether an outcome carries the whole old and new text of the change it made
+    /// ([`Outcome::diff`], the content of an ACP diff). Copying them out of the plugin is most
+    /// of the cost of editing a large file, so a front door that never shows them turns this
+    /// off.
+    pub diffs: bool,
 }
 
 /// The default for [`Options::max_output`].
@@ -43,7 +48,7 @@ pub const DEFAULT_MAX_OUTPUT: usize = 30_000;
 impl Options {
     /// The defaults for a workspace: edit tools on, no skills, output cut at 30 000 characters,
     /// the default shell policy, cache directory, plugin directory and config file (the last
-    /// two only when they exist).
+    /// two only when they exist), diffs on.
     pub fn new(workspace: impl Into<PathBuf>) -> Self {
         let workspace = workspace.into();
         Options {
@@ -55,6 +60,7 @@ impl Options {
             cache_dir: crate::engine::default_cache_dir(),
             plugin_dirs: manifest::default_plugin_dir().into_iter().collect(),
             config: manifest::default_config_file(),
+            diffs: true,
         }
     }
 }
@@ -68,7 +74,7 @@ pub struct Outcome {
     pub failed: bool,
     /// The files it read or changed.
     pub locations: Vec<Location>,
-    /// The change it made, or would make in a dry run.
+    /// The change it made, or would make in a dry run (when [`Options::diffs`] is on).
     pub diff: Option<Diff>,
 }
 
@@ -357,6 +363,7 @@ impl Runtime {
             cwd: call.plugin.grants().cwd.to_string_lossy().into_owned(),
             dry_run,
             max_output: u32::try_from(self.max_output).unwrap_or(u32::MAX),
+            want_diff: self.options.diffs,
         };
         let name = &call.tool.declaration.name;
         match call.plugin.call(name, call.input, context).await {

@@ -36,8 +36,20 @@ fn entries(dir: &Path) -> Vec<String> {
 
 /// Runs one call through the library, to see the locations and diff `cordon call` does not print.
 fn call_lib(cordon: &Cordon, tool: &str, input: Value, dry_run: bool) -> cordon::Outcome {
+    call_lib_with(cordon, tool, input, dry_run, true)
+}
+
+/// [`call_lib`], with or without the whole texts of a change (`Options::diffs`).
+fn call_lib_with(
+    cordon: &Cordon,
+    tool: &str,
+    input: Value,
+    dry_run: bool,
+    diffs: bool,
+) -> cordon::Outcome {
     let mut options = cordon::Options::new(cordon.root());
     options.cache_dir = Some(crate::util::cache_dir().to_path_buf());
+    options.diffs = diffs;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -361,6 +373,41 @@ fn write_is_kind_edit_and_the_change_travels_as_a_diff() {
     assert_eq!(diff.old_text.as_deref(), Some("new\n"));
     assert_eq!(diff.new_text, "newer\n");
     assert_eq!(updated.locations[0].line, Some(1));
+}
+
+#[test]
+fn without_diffs_the_texts_stay_in_the_plugin_and_nothing_else_changes() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\ntwo\n");
+    let calls = [
+        (
+            "edit_file",
+            json!({"path": "a.txt", "edits": [{"old": "two", "new": "2"}]}),
+        ),
+        (
+            "write_file",
+            json!({"path": "a.txt", "content": "one\ntwo\n"}),
+        ),
+    ];
+    for (tool, input) in calls {
+        let with = call_lib_with(&cordon, tool, input.clone(), true, true);
+        let without = call_lib_with(&cordon, tool, input.clone(), true, false);
+        assert!(with.diff.is_some(), "{tool}: diffs on carry the texts");
+        assert!(without.diff.is_none(), "{tool}: diffs off leave them out");
+        assert_eq!(
+            with.output, without.output,
+            "{tool}: the model's text is the same"
+        );
+        assert_eq!(with.locations.len(), without.locations.len());
+        let written = call_lib_with(&cordon, tool, input, false, false);
+        assert!(!written.failed, "{}", written.output);
+        assert!(written.diff.is_none());
+    }
+    assert_eq!(
+        cordon.read("a.txt"),
+        "one\ntwo\n",
+        "edited, then written back"
+    );
 }
 
 #[test]

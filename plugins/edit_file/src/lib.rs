@@ -125,7 +125,7 @@ fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
     let line = change.first_changed_line;
     Ok(textfile::change_outcome(headline, change, limit)
         .with_location(location.clone(), line)
-        .with_diff(location, Some(original), edited))
+        .with_diff(context, location, Some(original), edited))
 }
 
 /// The first line of a successful call's output.

@@ -193,13 +193,22 @@ impl Outcome {
         self
     }
 
-    /// Records the change the call made, or would make in a dry run.
-    pub fn with_diff(mut self, path: impl Into<String>, old: Option<String>, new: String) -> Self {
-        self.diff = Some(Diff {
-            path: path.into(),
-            old_text: old,
-            new_text: new,
-        });
+    /// Records the change the call made, or would make in a dry run, if the host wants it
+    /// (`context.want_diff`); otherwise the texts are dropped here, never copied to the host.
+    pub fn with_diff(
+        mut self,
+        context: &Context,
+        path: impl Into<String>,
+        old: Option<String>,
+        new: String,
+    ) -> Self {
+        if context.want_diff {
+            self.diff = Some(Diff {
+                path: path.into(),
+                old_text: old,
+                new_text: new,
+            });
+        }
         self
     }
 }

@@ -216,6 +216,7 @@ mod tests {
                 cwd: self.cwd().to_string(),
                 dry_run: false,
                 max_output: 100_000,
+                want_diff: false,
             }
         }
 
@@ -327,6 +328,7 @@ mod tests {
             cwd: dir.to_str().unwrap().to_string(),
             dry_run: false,
             max_output: 1000,
+            want_diff: false,
         };
         let call = |name: &str| {
             cordon_kit::run::<ReadSkill>(&json!({ "name": name }).to_string(), &context)

@@ -54,13 +54,13 @@ impl Tool for WriteFile {
     }
 
     fn call(input: Input, context: &Context) -> Result<Outcome, String> {
-        run(&input, context)
+        run(input, context)
     }
 }
 
 cordon_kit::export_tools!(WriteFile);
 
-fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
+fn run(input: Input, context: &Context) -> Result<Outcome, String> {
     let given = input.path.as_str();
     let abs = path::resolve(&context.cwd, given)?;
     let root = Path::new(&context.cwd);
@@ -90,7 +90,7 @@ fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
     let line = old_text.as_ref().and(change.first_changed_line);
     Ok(textfile::change_outcome(headline, change, limit)
         .with_location(location.clone(), line)
-        .with_diff(location, old_text, input.content.clone()))
+        .with_diff(context, location, old_text, input.content))
 }
 
 /// The output when the file already holds the content.

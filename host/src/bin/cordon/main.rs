@@ -43,7 +43,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let options = cli.global.options();
+    let mut options = cli.global.options();
+    // Only `cordon session` passes ACP tool calls on, whose content is an edit's whole texts.
+    options.diffs = matches!(cli.command, Command::Session);
     let mut runtime = match &cli.command {
         // One call needs one plugin: skip starting the others.
         Command::Call { tool, .. } => Runtime::for_tool(options.clone(), tool).await?,
