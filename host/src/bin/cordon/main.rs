@@ -91,11 +91,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(report.outcome.output.as_bytes())?;
             stdout.flush()?;
-            Ok(if report.outcome.failed {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            })
+            // Nothing is left to do: exiting here skips tearing down the engine and the
+            // async runtime, a tenth of a millisecond or two of a one-shot call.
+            std::process::exit(i32::from(report.outcome.failed))
         }
         Command::Plugins {
             command: PluginsCommand::Check { path },
