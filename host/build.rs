@@ -18,7 +18,7 @@ const TARGET: &str = "wasm32-wasip2";
 fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest_dir.parent().unwrap().to_path_buf();
-    for watched in ["plugins", "wit", "Cargo.toml", "Cargo.lock"] {
+    for watched in ["plugins", "wit", "Cargo.toml", "Cargo.lock", ".cargo"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     require_target();

@@ -188,7 +188,7 @@ enum LineEndings {
 impl LineEndings {
     fn of(text: &str) -> Self {
         // Most files have no `\r` at all: one quick scan settles it.
-        if !text.as_bytes().contains(&b'\r') {
+        if memchr::memchr(b'\r', text.as_bytes()).is_none() {
             return LineEndings::Lf;
         }
         let newlines = text.matches('\n').count();

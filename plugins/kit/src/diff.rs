@@ -98,7 +98,7 @@ pub fn diff(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
 fn diff_within(old: &str, new: &str, window: Window, max_chars: Option<usize>) -> LineDiff {
     // Lines before the window: the same number in both texts.
     let skip = window.lines_before;
-    let lines_after = count_lines(&new.as_bytes()[window.new.end..]);
+    let lines_after = crate::textfile::count_lines(&new[window.new.end..]);
     let text_diff = TextDiff::configure()
         .algorithm(Algorithm::Myers)
         .timeout(DEADLINE)
@@ -250,7 +250,7 @@ impl Window {
         Window {
             old: start..old_end,
             new: start..new_end,
-            lines_before: count_newlines(&old[..start]),
+            lines_before: memchr::memchr_iter(b'\n', &old[..start]).count(),
         }
     }
 }
@@ -321,28 +321,6 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
             .zip(b[..at].iter().rev())
             .take_while(|(x, y)| x == y)
             .count()
-}
-
-/// The number of `\n` in `text`.
-fn count_newlines(text: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let chunks = text.chunks_exact(8);
-    let rest = chunks.remainder().iter().filter(|&&b| b == b'\n').count();
-    chunks
-        .map(|chunk| {
-            // A zero byte of `x` is a newline; `high` has the top bit of each nonzero byte.
-            let x = word(chunk) ^ (ONES * u64::from(b'\n'));
-            let high = ((x & !HIGH) + !HIGH) | x;
-            (!high & HIGH).count_ones() as usize
-        })
-        .sum::<usize>()
-        + rest
-}
-
-/// The number of lines in `text`: its newlines, and a last line without one.
-fn count_lines(text: &[u8]) -> usize {
-    count_newlines(text) + usize::from(text.last().is_some_and(|&b| b != b'\n'))
 }
 
 fn word(bytes: &[u8]) -> u64 {
@@ -585,7 +563,6 @@ mod tests {
         let text = b"one\ntwo\n\nthree four five six seven\neight\n";
         for len in 0..text.len() {
             let t = &text[..len];
-            assert_eq!(count_newlines(t), t.iter().filter(|&&b| b == b'\n').count());
             for cut in 0..len {
                 let mut other = t.to_vec();
                 other[cut] = b'#';

@@ -34,7 +34,7 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
 
 /// The number of lines in `text`: the newlines, plus one for a last line without one.
 pub fn count_lines(text: &str) -> usize {
-    let newlines = text.bytes().filter(|&b| b == b'\n').count();
+    let newlines = memchr::memchr_iter(b'\n', text.as_bytes()).count();
     newlines + usize::from(!text.is_empty() && !text.ends_with('\n'))
 }
 
