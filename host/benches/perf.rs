@@ -636,6 +636,14 @@ fn edit(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
     std::fs::write(&tool_path, &content).unwrap();
     std::fs::write(&native_path, &content).unwrap();
     println!("  edit.txt: 100 000 lines, {} bytes", content.len());
+    // `cordon call` and `cordon mcp` run without diffs (the target); `cordon session` and the
+    // library's default carry the whole old and new text for ACP, measured alongside.
+    let mut options = dirs.options();
+    options.diffs = false;
+    let without_diffs = lib
+        .async_runtime
+        .block_on(Runtime::new(options))
+        .expect("the runtime starts");
     let (a, b) = (
         "let value_50000 = compute(50000,",
         "let value_50000 = compute(50001,",
@@ -645,7 +653,6 @@ fn edit(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
         json!({"path": "edit.txt", "edits": [{"old": old, "new": new}]}).to_string()
     });
     let n = samples(40);
-    let mut flip = 0usize;
     let mut native_flip = 0usize;
     let mut native = || {
         let (old, new) = if native_flip.is_multiple_of(2) {
@@ -659,15 +666,23 @@ fn edit(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
         assert_ne!(edited, text);
         std::fs::write(&native_path, edited).unwrap();
     };
-    let shared = &*lib;
-    let mut tool = || {
-        let out = shared.runtime_call("edit_file", &inputs[flip % 2]);
-        flip += 1;
+    let (async_runtime, with_diffs) = (lib.async_runtime, lib.runtime);
+    let flip = std::cell::Cell::new(0usize);
+    let tool = |diffs: bool| {
+        let runtime = if diffs { with_diffs } else { &without_diffs };
+        let input = &inputs[flip.get() % 2];
+        flip.set(flip.get() + 1);
+        let out = async_runtime.block_on(runtime.call("edit_file", input, false));
         assert!(out.output.starts_with("Edited edit.txt"), "{}", out.output);
+        assert_eq!(out.diff.is_some(), diffs);
     };
-    let s = interleaved(n, &mut [&mut native, &mut tool]);
+    let s = interleaved(
+        n,
+        &mut [&mut native, &mut || tool(false), &mut || tool(true)],
+    );
     print_samples("native read + replacen + write", &s[0]);
-    print_samples("edit_file (Runtime::call)", &s[1]);
+    print_samples("edit_file (Runtime::call, diffs off)", &s[1]);
+    print_samples("edit_file (Runtime::call, diffs on)", &s[2]);
     let r = ratio(median(&s[1]), median(&s[0]));
     report.row(
         "`edit_file` one line of a 100 000-line file vs native read + replace + write",
@@ -675,6 +690,14 @@ fn edit(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
         format!("{r:.2}×"),
         "≤ 3×",
         Some(r <= 3.0),
+    );
+    let r = ratio(median(&s[2]), median(&s[0]));
+    report.row(
+        "the same with ACP diffs (`cordon session`): both whole texts leave the plugin",
+        format!("{} vs {}", fmt(median(&s[2])), fmt(median(&s[0]))),
+        format!("{r:.2}×"),
+        "(none)",
+        None,
     );
     let _ = std::fs::remove_file(&native_path);
     let _ = std::fs::remove_file(&tool_path);
