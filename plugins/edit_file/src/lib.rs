@@ -106,11 +106,15 @@ fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
     let original = String::from_utf8(bytes).map_err(|_| {
         format!("{given} is not UTF-8 text; edit_file edits text files only. Nothing was written.")
     })?;
-    let edited = edit(&original, &input.edits, given)?;
+    let Edited {
+        text: edited,
+        head,
+        tail,
+    } = edit(&original, &input.edits, given)?;
     let limit = textfile::output_limit(context.max_output);
     // The diff says whether anything changed: comparing the texts first would read them
     // through once more.
-    let change = diff::diff(&original, &edited, Some(limit));
+    let change = diff::diff_sharing(&original, &edited, head, tail, Some(limit));
     if !change.changed() {
         return Ok(Outcome::success(format!(
             "The edits leave {given} unchanged; nothing was written."
@@ -149,9 +153,18 @@ fn headline(given: &str, edits: usize, change: &diff::LineDiff, dry_run: bool) -
     }
 }
 
+/// A file's text after its edits.
+struct Edited {
+    text: String,
+    /// How many of its first bytes are the original's, untouched by any edit.
+    head: usize,
+    /// How many of its last bytes are.
+    tail: usize,
+}
+
 /// Applies `edits` to `original`, keeping its line endings; the refusal text when any edit is
 /// refused.
-fn edit(original: &str, edits: &[Edit], given: &str) -> Result<String, String> {
+fn edit(original: &str, edits: &[Edit], given: &str) -> Result<Edited, String> {
     let endings = LineEndings::of(original);
     let (text, edits) = match endings {
         LineEndings::Crlf => (Cow::Owned(original.replace("\r\n", "\n")), normalize(edits)),
@@ -169,8 +182,24 @@ fn edit(original: &str, edits: &[Edit], given: &str) -> Result<String, String> {
     })?;
     let result = splice(&text, &located, &edits);
     Ok(match endings {
-        LineEndings::Crlf => result.replace('\n', "\r\n"),
-        LineEndings::Lf | LineEndings::Mixed => result,
+        // Offsets in the text with `\n` endings are not offsets in the original.
+        LineEndings::Crlf => Edited {
+            text: result.replace('\n', "\r\n"),
+            head: 0,
+            tail: 0,
+        },
+        LineEndings::Lf | LineEndings::Mixed => {
+            // Sorted and disjoint: the first starts first, the last ends last.
+            let head = located.first().map_or(0, |(range, _)| range.start);
+            let tail = located
+                .last()
+                .map_or(0, |(range, _)| text.len() - range.end);
+            Edited {
+                text: result,
+                head,
+                tail,
+            }
+        }
     })
 }
 
@@ -344,8 +373,14 @@ mod tests {
             .collect()
     }
 
+    /// The edited text; checks on the way that the head and tail it claims are the original's.
     fn apply(text: &str, pairs: &[(&str, &str)]) -> Result<String, String> {
-        edit(text, &edits(pairs), "f.txt")
+        let edited = edit(text, &edits(pairs), "f.txt")?;
+        let (old, new) = (text.as_bytes(), edited.text.as_bytes());
+        assert_eq!(old[..edited.head], new[..edited.head], "head of {text:?}");
+        let (old_tail, new_tail) = (old.len() - edited.tail, new.len() - edited.tail);
+        assert_eq!(old[old_tail..], new[new_tail..], "tail of {text:?}");
+        Ok(edited.text)
     }
 
     const HEAD: &str = "Nothing was written to f.txt; fix these edits and send them all again:\n";

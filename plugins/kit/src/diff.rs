@@ -86,10 +86,29 @@ impl LineDiff {
 /// characters, from the start; [`LineDiff::omitted_lines`] says how many did not fit. The
 /// counts always cover the whole diff.
 pub fn diff(old: &str, new: &str, max_chars: Option<usize>) -> LineDiff {
+    diff_sharing(old, new, 0, 0, max_chars)
+}
+
+/// [`diff`] for a caller that knows the texts share their first `head` and their last `tail`
+/// bytes, as an edit that replaced only text between them does: those bytes are not compared.
+/// Finding where two large texts start to differ is most of the cost of diffing them.
+pub fn diff_sharing(
+    old: &str,
+    new: &str,
+    head: usize,
+    tail: usize,
+    max_chars: Option<usize>,
+) -> LineDiff {
+    let (old_bytes, new_bytes) = (old.as_bytes(), new.as_bytes());
+    debug_assert!(old_bytes[..head] == new_bytes[..head], "a shared head");
+    debug_assert!(
+        old_bytes[old.len() - tail..] == new_bytes[new.len() - tail..],
+        "a shared tail"
+    );
     diff_within(
         old,
         new,
-        Window::of(old.as_bytes(), new.as_bytes()),
+        Window::of(old_bytes, new_bytes, head, tail),
         max_chars,
     )
 }
@@ -226,13 +245,18 @@ struct Window {
 }
 
 impl Window {
-    fn of(old: &[u8], new: &[u8]) -> Self {
+    /// The window of `old` and `new`, which are known to share their first `same_head` and
+    /// last `same_tail` bytes.
+    fn of(old: &[u8], new: &[u8], same_head: usize, same_tail: usize) -> Self {
         // The shared head, in whole lines: up to the last line start within the common prefix.
-        let head = line_start(old, common_prefix(old, new));
+        let prefix = same_head + common_prefix(&old[same_head..], &new[same_head..]);
+        let head = line_start(old, prefix);
         // The shared tail, in whole lines, not overlapping the head: it must start at a line
         // start in both texts. Within the common suffix the byte before a start is the same in
         // both, so past its first line any line start in the old text is one in the new.
-        let suffix = common_suffix(&old[head..], &new[head..]);
+        let known = same_tail.min(old.len() - head).min(new.len() - head);
+        let suffix =
+            known + common_suffix(&old[head..old.len() - known], &new[head..new.len() - known]);
         let at_line_start = |text: &[u8], at: usize| at == 0 || text[at - 1] == b'\n';
         let tail =
             if at_line_start(old, old.len() - suffix) && at_line_start(new, new.len() - suffix) {
@@ -532,12 +556,27 @@ mod tests {
             cases.push((old, new));
         }
         for (old, new) in &cases {
+            // Whatever true head and tail a caller claims, the diff is the same.
+            let (a, b) = (old.as_bytes(), new.as_bytes());
+            let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+            let suffix = a
+                .iter()
+                .rev()
+                .zip(b.iter().rev())
+                .take_while(|(x, y)| x == y);
+            let suffix = suffix.count();
             for max in [None, Some(40)] {
-                assert_eq!(
-                    diff(old, new, max),
-                    whole(old, new, max),
-                    "{old:?} -> {new:?}"
-                );
+                let expected = whole(old, new, max);
+                assert_eq!(diff(old, new, max), expected, "{old:?} -> {new:?}");
+                for head in [prefix / 2, prefix] {
+                    for tail in [0, suffix / 2, suffix] {
+                        assert_eq!(
+                            diff_sharing(old, new, head, tail, max),
+                            expected,
+                            "{old:?} -> {new:?}, sharing {head} and {tail}"
+                        );
+                    }
+                }
             }
         }
     }
@@ -546,7 +585,7 @@ mod tests {
     fn only_the_change_and_its_context_reach_the_algorithm() {
         let old: String = (1..=10_000).map(|i| format!("line {i}\n")).collect();
         let new = old.replace("line 5000\n", "changed\n");
-        let window = Window::of(old.as_bytes(), new.as_bytes());
+        let window = Window::of(old.as_bytes(), new.as_bytes(), 0, 0);
         assert_eq!(window.lines_before, 4996);
         assert_eq!(
             &old[window.old],
