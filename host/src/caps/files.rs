@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
+use wasmtime::component::{Linker, WasmList};
 
-use crate::bindings::cordon::tool::files::{Host, ReplaceError};
+use crate::bindings::cordon::tool::files::ReplaceError;
+use crate::bindings::interface;
 use crate::grants::Grants;
 use crate::state::State;
 
@@ -40,10 +42,17 @@ impl Roots {
     }
 }
 
-impl Host for State {
-    async fn replace(&mut self, path: String, contents: Vec<u8>) -> Result<(), ReplaceError> {
-        replace(&self.roots, Path::new(&path), &contents)
-    }
+/// Links the capability. `replace` writes the new contents straight from the plugin's memory:
+/// the generated binding would first copy them into a buffer of the host's, which for a large
+/// file costs as much again as writing it.
+pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    linker.instance(interface::FILES)?.func_wrap(
+        "replace",
+        |store, (path, contents): (String, WasmList<u8>)| {
+            let contents = contents.as_le_slice(&store);
+            Ok((replace(&store.data().roots, Path::new(&path), contents),))
+        },
+    )
 }
 
 /// Writes `contents` to a temporary file beside `path`, then renames it over `path`.

@@ -17,7 +17,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasm
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
     tool::types::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
     if grants.files() {
-        tool::files::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+        files::add_to_linker(linker)?;
     }
     if grants.shell.is_some() {
         tool::shell::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
