@@ -278,6 +278,27 @@ struct Row {
 struct Report(Vec<Row>);
 
 impl Report {
+    /// A row comparing the medians of `measured` and `baseline`, met when their ratio is at
+    /// most `limit` (none: for information).
+    fn compare(
+        &mut self,
+        target: &str,
+        measured: &[Duration],
+        baseline: &[Duration],
+        goal: &str,
+        limit: Option<f64>,
+    ) {
+        let (m, b) = (median(measured), median(baseline));
+        let r = ratio(m, b);
+        self.row(
+            target,
+            format!("{} vs {}", fmt(m), fmt(b)),
+            format!("{r:.2}×"),
+            goal,
+            limit.map(|limit| r <= limit),
+        );
+    }
+
     fn row(
         &mut self,
         target: &str,
@@ -385,13 +406,12 @@ fn oneshot(dirs: &Dirs, report: &mut Report) {
     let s = interleaved(n, &mut [&mut cat, &mut call]);
     print_samples("cat small.txt", &s[0]);
     print_samples("cordon call read_file (warm cache)", &s[1]);
-    let r = ratio(median(&s[1]), median(&s[0]));
-    report.row(
+    report.compare(
         "one-shot `cordon call read_file`, warm cache, vs `cat`",
-        format!("{} vs {}", fmt(median(&s[1])), fmt(median(&s[0]))),
-        format!("{r:.2}×"),
+        &s[1],
+        &s[0],
         "≤ 3×",
-        Some(r <= 3.0),
+        Some(3.0),
     );
 
     // Cold: an empty cache directory each time. A call compiles the one plugin it needs (its
@@ -616,13 +636,12 @@ fn large(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
         ("lines 1–100", &s[0], &s[1]),
         ("default read (cut at max-output)", &s[2], &s[3]),
     ] {
-        let r = ratio(median(big), median(small));
-        report.row(
+        report.compare(
             &format!("`read_file` {what}: 1 GiB vs 1 MiB file"),
-            format!("{} vs {}", fmt(median(big)), fmt(median(small))),
-            format!("{r:.2}×"),
+            big,
+            small,
             "about the same (≤ 1.5×)",
-            Some(r <= 1.5),
+            Some(1.5),
         );
     }
 }
@@ -683,20 +702,18 @@ fn edit(dirs: &Dirs, lib: &mut Lib, report: &mut Report) {
     print_samples("native read + replacen + write", &s[0]);
     print_samples("edit_file (Runtime::call, diffs off)", &s[1]);
     print_samples("edit_file (Runtime::call, diffs on)", &s[2]);
-    let r = ratio(median(&s[1]), median(&s[0]));
-    report.row(
+    report.compare(
         "`edit_file` one line of a 100 000-line file vs native read + replace + write",
-        format!("{} vs {}", fmt(median(&s[1])), fmt(median(&s[0]))),
-        format!("{r:.2}×"),
+        &s[1],
+        &s[0],
         "≤ 3×",
-        Some(r <= 3.0),
+        Some(3.0),
     );
-    let r = ratio(median(&s[2]), median(&s[0]));
-    report.row(
+    report.compare(
         "the same with ACP diffs (`cordon session`): both whole texts leave the plugin",
-        format!("{} vs {}", fmt(median(&s[2])), fmt(median(&s[0]))),
-        format!("{r:.2}×"),
-        "(none)",
+        &s[2],
+        &s[0],
+        "(information)",
         None,
     );
     let _ = std::fs::remove_file(&native_path);
