@@ -417,14 +417,10 @@ fn oneshot(dirs: &Dirs, report: &mut Report) {
     // Cold: an empty cache directory each time. A call compiles the one plugin it needs (its
     // functions in parallel); listing the tools compiles all five, side by side.
     let warm = median(&s[1]);
-    let (wall, cpu, stderr) = cold(dirs, &["call", "read_file", input]);
-    print_samples("cordon call read_file (empty cache)", &[wall]);
-    println!(
-        "  stderr: {}\n  CPU time {} over {} wall: {:.2} cores busy",
-        stderr.trim(),
-        fmt(cpu),
-        fmt(wall),
-        ratio(cpu, wall)
+    let (wall, cpu, stderr) = cold(
+        dirs,
+        "cordon call read_file (empty cache)",
+        &["call", "read_file", input],
     );
     report.row(
         "cold one-shot `cordon call read_file` (empty cache): says it is compiling",
@@ -439,14 +435,10 @@ fn oneshot(dirs: &Dirs, report: &mut Report) {
         Some(stderr.contains("compiling")),
     );
     let skills = dirs.skills.to_string_lossy().into_owned();
-    let (wall, cpu, stderr) = cold(dirs, &["--skills", &skills, "tools"]);
-    print_samples("cordon tools, all 5 plugins (empty cache)", &[wall]);
-    println!(
-        "  stderr: {}\n  CPU time {} over {} wall: {:.2} cores busy",
-        stderr.trim(),
-        fmt(cpu),
-        fmt(wall),
-        ratio(cpu, wall)
+    let (wall, cpu, stderr) = cold(
+        dirs,
+        "cordon tools, all 5 plugins (empty cache)",
+        &["--skills", &skills, "tools"],
     );
     report.row(
         "cold start of all 5 built-ins (`cordon tools`, empty cache): compiles in parallel",
@@ -464,7 +456,9 @@ fn oneshot(dirs: &Dirs, report: &mut Report) {
 
 /// Runs cordon with `args` and an empty cache directory: the wall time, the CPU time, and
 /// what it printed on stderr.
-fn cold(dirs: &Dirs, args: &[&str]) -> (Duration, Duration, String) {
+/// Runs cordon with `args` on an empty cache directory and prints what it took, as `name`: the
+/// wall time, the CPU time and standard error.
+fn cold(dirs: &Dirs, name: &str, args: &[&str]) -> (Duration, Duration, String) {
     let cache = dirs.root.join("cold-cache");
     let _ = std::fs::remove_dir_all(&cache);
     std::fs::create_dir_all(&cache).unwrap();
@@ -484,7 +478,16 @@ fn cold(dirs: &Dirs, args: &[&str]) -> (Duration, Duration, String) {
     let cpu = children_cpu() - cpu;
     assert!(out.status.success(), "{out:?}");
     std::fs::remove_dir_all(&cache).unwrap();
-    (wall, cpu, String::from_utf8_lossy(&out.stderr).into_owned())
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    print_samples(name, &[wall]);
+    println!(
+        "  stderr: {}\n  CPU time {} over {} wall: {:.2} cores busy",
+        stderr.trim(),
+        fmt(cpu),
+        fmt(wall),
+        ratio(cpu, wall)
+    );
+    (wall, cpu, stderr)
 }
 
 // ---------------------------------------------------------------------------------------------
