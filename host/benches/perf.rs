@@ -143,15 +143,11 @@ impl Dirs {
         generate(&dirs.ws.join("1g.txt"), 1 << 30);
         // Compile the plugins into the cache in a process of their own, so that no measurement
         // (the resident set above all) includes a compilation.
-        let warm = Command::new(CORDON)
-            .arg("--workspace")
-            .arg(&dirs.ws)
-            .arg("--cache-dir")
-            .arg(&dirs.cache)
+        let warm = dirs
+            .cordon(&dirs.cache)
             .arg("--skills")
             .arg(&dirs.skills)
             .arg("tools")
-            .env_remove("RUST_LOG")
             .output()
             .expect("cordon runs");
         assert!(warm.status.success(), "{warm:?}");
@@ -166,6 +162,18 @@ impl Dirs {
         options.plugin_dirs.clear();
         options.config = None;
         options
+    }
+
+    /// `cordon` on the workspace with the compile cache `cache`, logging at its default level.
+    fn cordon(&self, cache: &Path) -> Command {
+        let mut command = Command::new(CORDON);
+        command
+            .arg("--workspace")
+            .arg(&self.ws)
+            .arg("--cache-dir")
+            .arg(cache)
+            .env_remove("RUST_LOG");
+        command
     }
 
     fn path(&self, name: &str) -> String {
@@ -368,13 +376,8 @@ fn children_cpu() -> Duration {
 // 1. One-shot `cordon call`.
 
 fn cordon_call(dirs: &Dirs, cache: &Path, tool: &str, input: &str) -> Output {
-    Command::new(CORDON)
-        .arg("--workspace")
-        .arg(&dirs.ws)
-        .arg("--cache-dir")
-        .arg(cache)
+    dirs.cordon(cache)
         .args(["call", tool, input])
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
         .expect("cordon runs")
@@ -454,8 +457,6 @@ fn oneshot(dirs: &Dirs, report: &mut Report) {
     );
 }
 
-/// Runs cordon with `args` and an empty cache directory: the wall time, the CPU time, and
-/// what it printed on stderr.
 /// Runs cordon with `args` on an empty cache directory and prints what it took, as `name`: the
 /// wall time, the CPU time and standard error.
 fn cold(dirs: &Dirs, name: &str, args: &[&str]) -> (Duration, Duration, String) {
@@ -464,13 +465,9 @@ fn cold(dirs: &Dirs, name: &str, args: &[&str]) -> (Duration, Duration, String) 
     std::fs::create_dir_all(&cache).unwrap();
     let cpu = children_cpu();
     let started = Instant::now();
-    let out = Command::new(CORDON)
-        .arg("--workspace")
-        .arg(&dirs.ws)
-        .arg("--cache-dir")
-        .arg(&cache)
+    let out = dirs
+        .cordon(&cache)
         .args(args)
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()
         .expect("cordon runs");
@@ -890,16 +887,8 @@ struct Server<'a> {
 }
 
 fn cordon_mcp(dirs: &Dirs) -> Command {
-    let mut command = Command::new(CORDON);
-    command
-        .arg("--workspace")
-        .arg(&dirs.ws)
-        .arg("--cache-dir")
-        .arg(&dirs.cache)
-        .arg("--skills")
-        .arg(&dirs.skills)
-        .arg("mcp")
-        .env_remove("RUST_LOG");
+    let mut command = dirs.cordon(&dirs.cache);
+    command.arg("--skills").arg(&dirs.skills).arg("mcp");
     command
 }
 
