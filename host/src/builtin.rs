@@ -62,6 +62,6 @@ fn limits(name: &str, options: &Options) -> Limits {
     };
     Limits {
         timeout,
-        memory: 1 << 30,
+        memory: crate::engine::MAX_MEMORY,
     }
 }

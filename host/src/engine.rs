@@ -154,6 +154,9 @@ pub fn default_cache_dir() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|d| d.join(".cache").join("cordon")))
 }
 
+/// The most linear memory one instance may have: the size of a slot in the pool.
+pub const MAX_MEMORY: usize = 1 << 30;
+
 /// How much of an instance's dirtied memory is kept resident (zeroed in place) for the next
 /// call; past it, pages go back to the kernel.
 const KEEP_RESIDENT: usize = 2 << 20;
@@ -190,7 +193,7 @@ fn pool() -> PoolingAllocationConfig {
         .pagemap_scan(Enabled::Auto)
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(KEEP_RESIDENT)
-        .max_memory_size(1 << 30);
+        .max_memory_size(MAX_MEMORY);
     pool
 }
 

@@ -7,6 +7,7 @@
 //! more memory than the defaults all need the user's explicit consent in the config file.
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,12 @@ use crate::runtime::Options;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The memory of a plugin instance when neither manifest nor config says otherwise.
 pub const DEFAULT_MEMORY_MIB: u64 = 256;
+/// The deadlines a manifest may ask for and a config may allow, in seconds: a call that needs
+/// more than an hour is not a tool call.
+pub const TIMEOUT_RANGE_SECS: RangeInclusive<u64> = 1..=3600;
+/// The memory a manifest may ask for and a config may allow, in MiB: up to the most an
+/// instance's slot in the engine's pool can hold.
+pub const MEMORY_RANGE_MIB: RangeInclusive<u64> = 1..=(crate::engine::MAX_MEMORY as u64 >> 20);
 
 /// `NAME.toml`: what a plugin declares about itself.
 #[derive(Debug, Deserialize)]
@@ -140,6 +147,40 @@ impl Manifest {
         let setting = |key: &str, value: &str| {
             format!("add `{key} = {value}` under [plugins.{name}] in {config_path}")
         };
+        let ranged =
+            |setting: String, value: Option<u64>, range: &RangeInclusive<u64>, unit| match value {
+                Some(v) if !range.contains(&v) => Err(format!(
+                    "{setting} = {v} is out of range: it must be {} to {} {unit}",
+                    range.start(),
+                    range.end()
+                )),
+                _ => Ok(()),
+            };
+        let consent_in = |key| format!("[plugins.{name}] {key} in {config_path}");
+        ranged(
+            "its [limits] timeout_secs".into(),
+            self.limits.timeout_secs,
+            &TIMEOUT_RANGE_SECS,
+            "seconds",
+        )?;
+        ranged(
+            "its [limits] memory_mib".into(),
+            self.limits.memory_mib,
+            &MEMORY_RANGE_MIB,
+            "MiB",
+        )?;
+        ranged(
+            consent_in("max_timeout_secs"),
+            consent.max_timeout_secs,
+            &TIMEOUT_RANGE_SECS,
+            "seconds",
+        )?;
+        ranged(
+            consent_in("max_memory_mib"),
+            consent.max_memory_mib,
+            &MEMORY_RANGE_MIB,
+            "MiB",
+        )?;
         let mut grants = Grants::none(workspace);
         for (paths, writable) in [(&self.grants.read, false), (&self.grants.write, true)] {
             for path in paths {
@@ -200,14 +241,12 @@ impl Manifest {
                 setting("max_memory_mib", &memory.to_string())
             ));
         }
-        if timeout.is_zero() || memory == 0 {
-            return Err("its limits must be above zero".into());
-        }
         Ok(Decision {
             grants,
             limits: Limits {
                 timeout,
-                memory: usize::try_from(memory << 20).unwrap_or(usize::MAX),
+                // In range, so it fits.
+                memory: (memory << 20) as usize,
             },
         })
     }

@@ -13,7 +13,9 @@ use wasmtime::{Store, Trap};
 
 use crate::Error;
 use crate::bindings::cordon::tool::types::{Context, Outcome};
-use crate::bindings::{Declaration, PluginWithCapabilities, PluginWithCapabilitiesPre, interface};
+use crate::bindings::{
+    Declaration, Kind, PluginWithCapabilities, PluginWithCapabilitiesPre, interface,
+};
 use crate::caps::{self, files::Roots};
 use crate::engine::{Engine, TICK};
 use crate::grants::Grants;
@@ -63,6 +65,24 @@ pub struct Tool {
     pub declaration: Declaration,
     /// Its compiled input schema.
     pub schema: InputSchema,
+    /// The kind the host treats its calls as: the declared kind, raised to what the plugin's
+    /// grants make possible ([`effective_kind`]). Permissions, the ACP view and the MCP
+    /// annotations follow this kind, never the declaration alone.
+    pub kind: Kind,
+}
+
+/// The kind of a tool declared `declared` in a plugin holding `grants`: a plugin that may run
+/// commands is `execute`, one that may write a directory is at least `edit`, whatever its tools
+/// declare. A declaration is the plugin's word; grants are what it can actually do, so a tool
+/// that declares `read` cannot write without the user's permission.
+pub fn effective_kind(declared: Kind, grants: &Grants) -> Kind {
+    if grants.shell.is_some() {
+        Kind::Execute
+    } else if grants.files() && !declared.needs_permission() {
+        Kind::Edit
+    } else {
+        declared
+    }
 }
 
 /// A loaded plugin, ready to run calls.
@@ -128,6 +148,7 @@ impl Plugin {
                 }
             })?;
             plugin.tools.push(Tool {
+                kind: effective_kind(declaration.kind, &plugin.grants),
                 declaration,
                 schema,
             });
@@ -165,7 +186,7 @@ impl Plugin {
     /// model.
     pub async fn call(&self, tool: &str, input: &str, context: Context) -> Result<Outcome, String> {
         let (mut store, instance) = self
-            .instantiate()
+            .instantiate(context.dry_run)
             .await
             .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
         // The epoch deadline stops a guest spinning in wasm; the timer also covers a call
@@ -203,7 +224,7 @@ impl Plugin {
     }
 
     async fn declarations(&self) -> wasmtime::Result<Vec<Declaration>> {
-        let (mut store, instance) = self.instantiate().await?;
+        let (mut store, instance) = self.instantiate(false).await?;
         let cwd = self.grants.cwd.to_string_lossy();
         instance
             .cordon_tool_tool()
@@ -211,8 +232,16 @@ impl Plugin {
             .await
     }
 
-    async fn instantiate(&self) -> wasmtime::Result<(Store<State>, PluginWithCapabilities)> {
-        let state = State::new(self.grants.clone(), self.roots.clone(), self.limits.memory)?;
+    async fn instantiate(
+        &self,
+        dry_run: bool,
+    ) -> wasmtime::Result<(Store<State>, PluginWithCapabilities)> {
+        let state = State::new(
+            self.grants.clone(),
+            self.roots.clone(),
+            self.limits.memory,
+            dry_run,
+        )?;
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(ticks(self.limits.timeout));

@@ -28,15 +28,20 @@ pub(crate) struct State {
     pub(crate) grants: Arc<Grants>,
     pub(crate) roots: Arc<Roots>,
     pub(crate) stdio: Capture,
+    /// A dry run: every directory is mounted read-only and the `files` capability refuses,
+    /// whatever the plugin does with `context.dry-run`. A permission preview runs before the
+    /// user has answered, so it must not be able to change anything.
+    pub(crate) dry_run: bool,
 }
 
 impl State {
-    /// A fresh state with exactly the plugin's grants. Fails only if a granted directory
-    /// cannot be opened.
+    /// A fresh state with exactly the plugin's grants (read-only throughout for a `dry_run`).
+    /// Fails only if a granted directory cannot be opened.
     pub(crate) fn new(
         grants: Arc<Grants>,
         roots: Arc<Roots>,
         memory: usize,
+        dry_run: bool,
     ) -> std::io::Result<Self> {
         let stdio = Capture::default();
         let mut wasi = WasiCtxBuilder::new();
@@ -51,7 +56,7 @@ impl State {
             wasi.env(key, value);
         }
         for dir in &grants.dirs {
-            let perms = if dir.writable {
+            let perms = if dir.writable && !dry_run {
                 FsPerms::ReadWrite
             } else {
                 FsPerms::ReadOnly
@@ -70,6 +75,7 @@ impl State {
             grants,
             roots,
             stdio,
+            dry_run,
         })
     }
 }

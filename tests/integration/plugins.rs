@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::util::{Cordon, plugin_dir, wasm_components};
 
 const HOSTILE_TOOLS: &str =
-    r#"tools = ["spin", "hog", "flood", "crash", "read_path", "write_path", "env"]"#;
+    r#"tools = ["spin", "hog", "flood", "crash", "read_path", "write_path", "sneak", "env"]"#;
 
 fn component(package: &str) -> PathBuf {
     wasm_components(&[package]).join(format!("{package}.wasm"))
@@ -296,5 +296,185 @@ fn tools_and_plugins_check_show_where_a_tool_comes_from_and_its_grants() {
         installed.code, 0,
         "an installed plugin checks too: {}",
         installed.stderr
+    );
+}
+
+/// `sneak` declares kind `read` and writes its `path` whatever the call: with a write grant it
+/// must be treated as an edit.
+fn sneaky(extra_args: &[&str]) -> (Cordon, tempfile::TempDir) {
+    let (cordon, dir) = hostile("[grants]\nwrite = [\".\"]\n");
+    (cordon.with_args(extra_args), dir)
+}
+
+#[test]
+fn a_read_tool_of_a_plugin_with_a_write_grant_is_refused_under_deny() {
+    let (cordon, _dir) = sneaky(&["--permissions", "deny"]);
+    let target = cordon.path("pwned.txt");
+    let run = cordon.call("sneak", json!({"path": target}));
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        "[sneak rejected by the user: nothing was written]"
+    );
+    assert!(!target.exists(), "the plugin wrote without permission");
+}
+
+#[test]
+fn a_read_tool_of_a_plugin_with_a_write_grant_is_asked_about() {
+    let (cordon, _dir) = sneaky(&["--permissions", "ask"]);
+    let target = cordon.path("pwned.txt");
+    let request = json!({"id": 1, "tool": "sneak", "input": {"path": target}});
+    let lines = format!("{request}\n{{\"permission\": \"reject_once\"}}\n");
+    let run = cordon.run_with_stdin(&["session"], &lines);
+    let out: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(out.len(), 2, "{}", run.stdout);
+    assert_eq!(out[0]["permission_request"]["kind"], "edit", "{}", out[0]);
+    assert_eq!(
+        out[1]["output"],
+        "[sneak rejected by the user: nothing was written]"
+    );
+    assert!(!target.exists(), "the plugin wrote without permission");
+}
+
+#[test]
+fn a_permission_preview_runs_under_read_only_grants() {
+    // write_path ignores the dry run and writes at once: the preview before the question must
+    // not be able to.
+    let (cordon, _dir) = sneaky(&["--permissions", "ask"]);
+    let target = cordon.path("pwned.txt");
+    let request = json!({"id": 1, "tool": "write_path", "input": {"path": target}});
+    let lines = format!("{request}\n{{\"permission\": \"reject_once\"}}\n");
+    let run = cordon.run_with_stdin(&["session"], &lines);
+    let first: serde_json::Value =
+        serde_json::from_str(run.stdout.lines().next().unwrap()).unwrap();
+    // The preview failed to write, so there is nothing to ask about: the call fails.
+    assert_eq!(first["status"], "failed", "{first}");
+    assert!(
+        first["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("write failed"),
+        "{first}"
+    );
+    assert!(!target.exists(), "the dry run wrote");
+}
+
+#[test]
+fn tools_and_plugins_check_show_the_kind_the_grants_impose() {
+    let (cordon, dir) = sneaky(&[]);
+    let tools = cordon.run(&["tools"]);
+    let line = tools
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("sneak"))
+        .unwrap_or_else(|| panic!("{}", tools.stdout));
+    assert!(
+        line.contains(" edit ")
+            && line.ends_with("(declares read, but its plugin holds a write grant)"),
+        "{line}"
+    );
+    let json = cordon.run(&["tools", "--json"]);
+    let tools: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let sneak = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "sneak")
+        .unwrap();
+    assert_eq!(sneak["kind"], "edit");
+    assert_eq!(sneak["declared_kind"], "read");
+    let wasm = dir.path().join("hostile.wasm");
+    let check = cordon.run(&["plugins", "check", wasm.to_str().unwrap()]);
+    assert!(
+        check
+            .stdout
+            .contains("tool sneak (edit; declares read, but its plugin holds a write grant)"),
+        "{}",
+        check.stdout
+    );
+}
+
+#[test]
+fn a_tool_of_a_plugin_with_the_shell_is_an_execute_tool() {
+    let dir = plugin_dir(
+        "hostile",
+        &component("hostile"),
+        &format!("{HOSTILE_TOOLS}\n[grants]\nshell = true\n"),
+    );
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[plugins.hostile]\nallow_shell = true\n").unwrap();
+    let cordon = Cordon::new().with_args(&[
+        "--plugins",
+        dir.path().to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--permissions",
+        "deny",
+    ]);
+    let run = cordon.call("env", json!({}));
+    assert_eq!(
+        run.stdout, "[command rejected by the user]",
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn limits_out_of_their_range_are_refused_at_load() {
+    let huge = "9223372036854775807";
+    let dir = plugin_dir(
+        "hostile",
+        &component("hostile"),
+        &format!("{HOSTILE_TOOLS}\n[limits]\ntimeout_secs = {huge}\n"),
+    );
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[plugins.hostile]\nmax_timeout_secs = {huge}\nmax_memory_mib = 17592186044416\n"),
+    )
+    .unwrap();
+    let args = [
+        "--plugins",
+        dir.path().to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "tools",
+    ];
+    let cordon = Cordon::new();
+    let run = cordon.run(&args);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stderr.contains(&format!(
+            "its [limits] timeout_secs = {huge} is out of range: it must be 1 to 3600 seconds"
+        )),
+        "{}",
+        run.stderr
+    );
+    std::fs::write(
+        dir.path().join("hostile.toml"),
+        format!("{HOSTILE_TOOLS}\n[limits]\nmemory_mib = 17592186044416\n"),
+    )
+    .unwrap();
+    let run = cordon.run(&args);
+    assert!(
+        run.stderr
+            .contains("memory_mib = 17592186044416 is out of range: it must be 1 to 1024 MiB"),
+        "{}",
+        run.stderr
+    );
+    std::fs::write(dir.path().join("hostile.toml"), HOSTILE_TOOLS).unwrap();
+    let run = cordon.run(&args);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains(&format!(
+            "[plugins.hostile] max_timeout_secs in {} = {huge} is out of range",
+            config.display()
+        )),
+        "{}",
+        run.stderr
     );
 }

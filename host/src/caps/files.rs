@@ -49,6 +49,11 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
     linker.instance(interface::FILES)?.func_wrap(
         "replace",
         |store, (path, contents): (String, WasmList<u8>)| {
+            if store.data().dry_run {
+                return Ok((Err(ReplaceError::NotPermitted(format!(
+                    "{path}: a dry run may not write"
+                ))),));
+            }
             let contents = contents.as_le_slice(&store);
             Ok((replace(&store.data().roots, Path::new(&path), contents),))
         },

@@ -140,7 +140,8 @@ impl<'r> Session<'r> {
         let id = format!("call_{}", self.calls);
         let runtime = self.runtime;
         let value: Value = serde_json::from_str(input).unwrap_or(Value::Null);
-        let declaration = runtime.tool(tool).map(|(_, t)| &t.declaration);
+        let found = runtime.tool(tool).map(|(_, t)| t);
+        let declaration = found.map(|t| &t.declaration);
         let header = match declaration {
             Some(d) => display::header(d, &value),
             None => format!("❓ {tool}"),
@@ -172,11 +173,12 @@ impl<'r> Session<'r> {
         } else {
             ToolCallStatus::Completed
         };
-        let (preview, acp) = match declaration {
-            Some(d) => {
+        let (preview, acp) = match found {
+            Some(t) => {
+                let d = &t.declaration;
                 self.counters.add(&d.counter);
                 let preview = d.display.preview_output;
-                let acp = acp::tool_call(&id, Some(d.kind), &title, &value, Some(&outcome), status);
+                let acp = acp::tool_call(&id, Some(t.kind), &title, &value, Some(&outcome), status);
                 (preview, acp)
             }
             None => (
@@ -208,8 +210,8 @@ impl<'r> Session<'r> {
         title: &str,
         ask: &mut impl Ask,
     ) -> Result<(), Outcome> {
-        let declaration = &call.tool.declaration;
-        if !declaration.kind.needs_permission() {
+        let (declaration, kind) = (&call.tool.declaration, call.tool.kind);
+        if !kind.needs_permission() {
             return Ok(());
         }
         let allowed = match self.mode {
@@ -219,7 +221,7 @@ impl<'r> Session<'r> {
                 Some(&always) => always,
                 None => {
                     // Show the user exactly what would change: compute it without writing.
-                    let dry = if declaration.kind == Kind::Execute {
+                    let dry = if kind == Kind::Execute {
                         None
                     } else {
                         let dry = self.runtime.run(call, true).await;
@@ -231,7 +233,7 @@ impl<'r> Session<'r> {
                     let request = PermissionRequest {
                         tool_call: acp::tool_call(
                             id,
-                            Some(declaration.kind),
+                            Some(kind),
                             title,
                             &call.value,
                             dry.as_ref(),
@@ -253,10 +255,7 @@ impl<'r> Session<'r> {
         if allowed {
             Ok(())
         } else {
-            Err(Outcome::failure(refusal(
-                declaration.kind,
-                &declaration.name,
-            )))
+            Err(Outcome::failure(refusal(kind, &declaration.name)))
         }
     }
 }

@@ -124,7 +124,8 @@ fn print_tools(runtime: &Runtime, json: bool) -> anyhow::Result<()> {
                     "name": d.name,
                     "description": d.description,
                     "input_schema": tool.schema.json(),
-                    "kind": d.kind.as_str(),
+                    "kind": tool.kind.as_str(),
+                    "declared_kind": d.kind.as_str(),
                     "source": plugin.source().to_string(),
                 })
             })
@@ -137,10 +138,13 @@ fn print_tools(runtime: &Runtime, json: bool) -> anyhow::Result<()> {
             let summary = d.description.lines().next().unwrap_or_default();
             writeln!(
                 stdout,
-                "{:<12} {:<8} {:<10} {summary}",
+                "{:<12} {:<8} {:<10} {summary}{}",
                 d.name,
-                d.kind.as_str(),
-                plugin.source()
+                tool.kind.as_str(),
+                plugin.source(),
+                raised(tool)
+                    .map(|why| format!(" ({why})"))
+                    .unwrap_or_default()
             )?;
         }
     }
@@ -160,7 +164,14 @@ fn describe_plugin(plugin: &cordon::plugin::Plugin) -> String {
     }
     for tool in plugin.tools() {
         let d = &tool.declaration;
-        text.push_str(&format!("  tool {} ({})\n", d.name, d.kind.as_str()));
+        let why = raised(tool)
+            .map(|why| format!("; {why}"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "  tool {} ({}{why})\n",
+            d.name,
+            tool.kind.as_str()
+        ));
     }
     let grants = plugin.grants();
     for dir in &grants.dirs {
@@ -184,6 +195,22 @@ fn describe_plugin(plugin: &cordon::plugin::Plugin) -> String {
         limits.memory >> 20
     ));
     text
+}
+
+/// Why a tool is treated as another kind than it declares, if it is: its plugin's grants.
+fn raised(tool: &cordon::plugin::Tool) -> Option<String> {
+    let declared = tool.declaration.kind;
+    (tool.kind != declared).then(|| {
+        let grant = if tool.kind == cordon::bindings::Kind::Execute {
+            "the shell"
+        } else {
+            "a write grant"
+        };
+        format!(
+            "declares {}, but its plugin holds {grant}",
+            declared.as_str()
+        )
+    })
 }
 
 fn init_logging() {

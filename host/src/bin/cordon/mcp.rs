@@ -212,7 +212,7 @@ fn tools(runtime: &Runtime, network: bool) -> Vec<Tool> {
             let title = title(&d.name);
             Tool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
                 .with_title(title.clone())
-                .with_annotations(annotations(d.kind, title, network))
+                .with_annotations(annotations(tool.kind, title, network))
         })
         .collect()
 }
