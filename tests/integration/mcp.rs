@@ -242,6 +242,12 @@ fn ask_permission_goes_through_elicitation_and_fails_closed_without_it() {
         choices,
         ["allow_once", "allow_always", "reject_once", "reject_always"]
     );
+    // The user reads the message: what the file holds is shown, never obeyed.
+    let message = asked[1]["message"].as_str().unwrap();
+    assert!(
+        message.contains(r"two\x1b[8m") && !message.contains('\x1b'),
+        "{message}"
+    );
 
     // Accepted with allow_once: written. Declined: refused, nothing written.
     assert!(completed(&out["allowed"]).starts_with("Created ask1.txt"));

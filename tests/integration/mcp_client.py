@@ -108,7 +108,7 @@ async def ask(config):
         async with ClientSession(read, write, elicitation_callback=elicit) as session:
             await session.initialize()
             out["allowed"] = await call(session, "write_file", {"path": "ask1.txt", "content": "one\n"})
-            out["declined"] = await call(session, "write_file", {"path": "ask2.txt", "content": "two\n"})
+            out["declined"] = await call(session, "write_file", {"path": "ask2.txt", "content": "two\x1b[8m\n"})
             out["read"] = await call(session, "read_file", {"path": "a.txt"})
     # A client that cannot elicit: nobody can be asked, so the call is refused.
     async with stdio_client(server(config, "--permissions", "ask")) as (read, write):

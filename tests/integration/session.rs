@@ -388,6 +388,18 @@ fn ask_without_a_terminal_refuses_a_one_shot_call() {
 }
 
 #[test]
+fn the_display_field_shows_control_characters_as_escapes_and_the_output_keeps_them() {
+    let cordon = Cordon::new();
+    let command = "printf 'a\\033[2Jb\\n' # \u{202e}x";
+    let out = session(&cordon, &[call("bash", json!({ "command": command }))]);
+    assert_eq!(out[0]["output"], "a\x1b[2Jb\n");
+    assert_eq!(
+        out[0]["display"],
+        "🛠️ bash: printf 'a\\033[2Jb\\n' # \\u{202e}x\n  a\\x1b[2Jb"
+    );
+}
+
+#[test]
 fn acp_view_of_an_edit_carries_old_and_new_text_and_the_absolute_path() {
     let cordon = Cordon::new();
     cordon.write("a.txt", "one\ntwo\n");

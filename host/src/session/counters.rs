@@ -34,8 +34,8 @@ impl Counters {
         Value::Object(map)
     }
 
-    /// The non-zero counters as one line, e.g. `⚙ 2 commands  📝 1 file op`; empty when the
-    /// turn made no call.
+    /// The non-zero counters as one line, e.g. `⚙ 2 commands  📝 1 file op`, escaped (a
+    /// counter's icon and nouns are a plugin's); empty when the turn made no call.
     pub fn display(&self) -> String {
         let rank = |key: &str| {
             STANDARD
@@ -45,14 +45,15 @@ impl Counters {
         };
         let mut counts: Vec<_> = self.counts.iter().collect();
         counts.sort_by_key(|(c, _)| rank(&c.key));
-        counts
+        let line = counts
             .iter()
             .map(|(c, n)| {
                 let noun = if *n == 1 { &c.singular } else { &c.plural };
                 format!("{} {n} {noun}", c.icon)
             })
             .collect::<Vec<_>>()
-            .join("  ")
+            .join("  ");
+        super::display::escape(&line).into_owned()
     }
 }
 

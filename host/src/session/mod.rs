@@ -70,8 +70,11 @@ pub struct PermissionRequest {
     pub options: Vec<PermissionOption>,
     /// The call's terminal header, for a prompt.
     pub header: String,
-    /// What the call would do, as the model would read it (an edit's headline and diff);
-    /// empty for a command.
+    /// The key argument whole, to show under the header when the header cuts it (see
+    /// [`display::whole_argument`]): a multi-line command is shown in full.
+    pub argument: Option<String>,
+    /// What the call would do, as the model would read it (an edit's headline and diff) but
+    /// escaped for a terminal ([`display::escape`]); empty for a command.
     pub details: String,
 }
 
@@ -142,18 +145,19 @@ impl<'r> Session<'r> {
         let value: Value = serde_json::from_str(input).unwrap_or(Value::Null);
         let found = runtime.tool(tool).map(|(_, t)| t);
         let declaration = found.map(|t| &t.declaration);
-        let header = match declaration {
-            Some(d) => display::header(d, &value),
-            None => format!("❓ {tool}"),
+        let (header, icon) = match declaration {
+            Some(d) => (display::header(d, &value), display::escape(&d.display.icon)),
+            None => (
+                display::escape(&format!("❓ {tool}")).into_owned(),
+                "❓".into(),
+            ),
         };
-        let title = match declaration {
-            Some(d) => header
-                .strip_prefix(&d.display.icon)
-                .unwrap_or(&header)
-                .trim_start(),
-            None => tool,
-        }
-        .to_string();
+        // The title is the header without the icon: escaped alike, for a client's screen.
+        let title = header
+            .strip_prefix(icon.as_ref())
+            .unwrap_or(&header)
+            .trim_start()
+            .to_string();
 
         let mut outcome = match runtime.prepare(tool, input) {
             Ok(call) => match self.permit(&id, &call, &header, &title, ask).await {
@@ -241,7 +245,10 @@ impl<'r> Session<'r> {
                         ),
                         options: acp::permission_options(),
                         header: header.to_string(),
-                        details: dry.map(|d| d.output).unwrap_or_default(),
+                        argument: display::whole_argument(declaration, &call.value),
+                        details: dry
+                            .map(|d| display::escape(&d.output).into_owned())
+                            .unwrap_or_default(),
                     };
                     let answer = ask.ask(&request).await;
                     if answer.always() {

@@ -298,6 +298,10 @@ impl Ask for Elicit {
             }
         };
         let mut message = format!("Allow this call?\n{}", request.header);
+        if let Some(argument) = &request.argument {
+            message.push('\n');
+            message.push_str(argument);
+        }
         if !request.details.is_empty() {
             message.push_str("\n\n");
             message.push_str(&request.details);
@@ -366,6 +370,7 @@ mod tests {
             tool_call: agent_client_protocol::v1::schema::ToolCall::new("call_1".to_string(), "x"),
             options: cordon::session::acp::permission_options(),
             header: String::new(),
+            argument: None,
             details: String::new(),
         };
         let schema = serde_json::to_value(answer_schema(&request).unwrap()).unwrap();

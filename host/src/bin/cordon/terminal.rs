@@ -34,6 +34,9 @@ fn prompt(request: &PermissionRequest) -> std::io::Result<Answer> {
     let mut out = tty.try_clone()?;
     let mut input = BufReader::new(tty);
     writeln!(out, "{}", request.header)?;
+    if let Some(argument) = &request.argument {
+        writeln!(out, "{argument}")?;
+    }
     if !request.details.is_empty() {
         writeln!(out, "{}", request.details)?;
     }
