@@ -6,8 +6,10 @@
 //! them would escape every grant at the next start. Landlock can only grant access, never mask
 //! a path below a grant, so [`check`] refuses to start when any of these paths lies inside a
 //! directory a tool may write, contains one, or (for files) has another name, a hard link, that
-//! might lie in one. Paths are compared resolved through symbolic links, so a link does not
-//! hide one from the other.
+//! might lie in one. The cache key must also be out of every tool's sight: whoever reads it can
+//! forge cached code that a cordon process with other grants (which could write its cache)
+//! would load. Paths are compared resolved through symbolic links, so a link does not hide one
+//! from the other.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -76,30 +78,40 @@ pub struct Own {
     pub resolved: PathBuf,
 }
 
-/// Who may write a directory.
+/// Who may use a directory, and how.
 #[derive(Clone, Debug)]
-enum Writer {
+enum Holder {
     Workspace,
     BashWrite,
-    Plugin(String),
+    BashRead,
+    System,
+    Skills,
+    PluginWrite(String),
+    PluginRead(String),
 }
 
-impl std::fmt::Display for Writer {
+impl std::fmt::Display for Holder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Writer::Workspace => f.write_str("bash and the edit tools may write (the workspace)"),
-            Writer::BashWrite => f.write_str("bash may write (--bash-write)"),
-            Writer::Plugin(name) => {
+            Holder::Workspace => f.write_str("bash and the edit tools may write (the workspace)"),
+            Holder::BashWrite => f.write_str("bash may write (--bash-write)"),
+            Holder::BashRead => f.write_str("bash may read (--bash-read)"),
+            Holder::System => f.write_str("bash may read (a system directory)"),
+            Holder::Skills => f.write_str("read_skill may read (--skills)"),
+            Holder::PluginWrite(name) => {
                 write!(f, "plugin {name} may write (a write grant of its manifest)")
+            }
+            Holder::PluginRead(name) => {
+                write!(f, "plugin {name} may read (a read grant of its manifest)")
             }
         }
     }
 }
 
-/// A directory (or file) some tool may write, resolved.
+/// A directory (or file) some tool may use, resolved.
 #[derive(Clone, Debug)]
-struct Writable {
-    writer: Writer,
+struct Grant {
+    holder: Holder,
     path: PathBuf,
 }
 
@@ -136,6 +148,16 @@ pub enum Exposure {
         grant: PathBuf,
         writer: String,
         way: &'static str,
+    },
+    #[error(
+        "cordon's cache key {shown} lies inside {grant}, which {reader}: a command could read it \
+         and forge the compiled code cordon loads from its cache. Move it out with \
+         XDG_CONFIG_HOME, or narrow the grant ({MOVE_HINT})"
+    )]
+    Readable {
+        shown: String,
+        grant: PathBuf,
+        reader: String,
     },
     #[error(
         "cordon's {what} {shown} has {links} hard links: another of its names may lie where a \
@@ -197,9 +219,9 @@ pub fn paths(options: &Options, specs: &[Spec]) -> Vec<Own> {
 }
 
 /// Refuses cordon's own paths (`own`, from [`paths`]) where a tool of `specs` under `options`
-/// could write them.
+/// could write them, and the cache key where one could read it.
 pub fn check(own: &[Own], options: &Options, specs: &[Spec]) -> Result<(), Exposure> {
-    let writable = writable(options, specs);
+    let (writable, readable) = grants(options, specs);
     for path in own {
         let shown = || {
             if path.given == path.resolved {
@@ -216,7 +238,7 @@ pub fn check(own: &[Own], options: &Options, specs: &[Spec]) -> Result<(), Expos
             let (what, grant_path, writer, way) = (
                 path.kind.what(),
                 grant.path.clone(),
-                grant.writer.to_string(),
+                grant.holder.to_string(),
                 path.kind.way_out(),
             );
             if path.resolved.starts_with(&grant.path) {
@@ -243,6 +265,15 @@ pub fn check(own: &[Own], options: &Options, specs: &[Spec]) -> Result<(), Expos
                 });
             }
         }
+        if path.kind == Kind::CacheKey
+            && let Some(grant) = readable.iter().find(|g| path.resolved.starts_with(&g.path))
+        {
+            return Err(Exposure::Readable {
+                shown: shown(),
+                grant: grant.path.clone(),
+                reader: grant.holder.to_string(),
+            });
+        }
         if path.kind.single_link()
             && let Ok(meta) = std::fs::metadata(&path.resolved)
             && meta.nlink() > 1
@@ -257,32 +288,41 @@ pub fn check(own: &[Own], options: &Options, specs: &[Spec]) -> Result<(), Expos
     Ok(())
 }
 
-/// Every directory a tool may write: the workspace (bash and the edit tools), `--bash-write`
-/// paths, and the write grants of third-party plugins.
-fn writable(options: &Options, specs: &[Spec]) -> Vec<Writable> {
-    let mut writable = vec![Writable {
-        writer: Writer::Workspace,
-        path: resolve(&options.workspace),
-    }];
-    writable.extend(options.shell.extra_write.iter().map(|path| Writable {
-        writer: Writer::BashWrite,
+/// Every directory a tool may write (the workspace, `--bash-write` paths, the write grants of
+/// third-party plugins), and every other one a tool may read (`--bash-read` paths, the system
+/// directories bash reads, the skills directory, the read grants of third-party plugins).
+fn grants(options: &Options, specs: &[Spec]) -> (Vec<Grant>, Vec<Grant>) {
+    let grant = |holder: Holder, path: &Path| Grant {
+        holder,
         path: resolve(path),
-    }));
+    };
+    let mut writable = vec![grant(Holder::Workspace, &options.workspace)];
+    let mut readable: Vec<Grant> = crate::shell::READ_ROOTS
+        .iter()
+        .map(|root| grant(Holder::System, Path::new(root)))
+        .collect();
+    let shell = &options.shell;
+    writable.extend(
+        shell
+            .extra_write
+            .iter()
+            .map(|p| grant(Holder::BashWrite, p)),
+    );
+    readable.extend(shell.extra_read.iter().map(|p| grant(Holder::BashRead, p)));
+    readable.extend(options.skills.iter().map(|p| grant(Holder::Skills, p)));
     for spec in specs {
         if let Source::File(_) = spec.source {
-            writable.extend(
-                spec.grants
-                    .dirs
-                    .iter()
-                    .filter(|d| d.writable)
-                    .map(|d| Writable {
-                        writer: Writer::Plugin(spec.name.clone()),
-                        path: resolve(&d.path),
-                    }),
-            );
+            for dir in &spec.grants.dirs {
+                let name = spec.name.clone();
+                if dir.writable {
+                    writable.push(grant(Holder::PluginWrite(name), &dir.path));
+                } else {
+                    readable.push(grant(Holder::PluginRead(name), &dir.path));
+                }
+            }
         }
     }
-    writable
+    (writable, readable)
 }
 
 /// `path` made absolute and resolved through symbolic links: its longest existing ancestor

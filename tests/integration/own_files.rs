@@ -188,6 +188,24 @@ fn a_bash_write_grant_over_the_cache_or_into_the_config_is_refused() {
 }
 
 #[test]
+fn a_grant_that_could_read_the_cache_key_is_refused() {
+    let cordon = Cordon::new();
+    let outside = Outside::new();
+    let mut command = outside.command(&cordon);
+    command.arg("--bash-read").arg(outside.xdg());
+    assert_says(
+        &refused(command),
+        &format!(
+            "cordon's cache key {} lies inside {}, which bash may read (--bash-read): a command \
+             could read it and forge the compiled code cordon loads from its cache. Move it out \
+             with XDG_CONFIG_HOME",
+            show(&outside.xdg().join("cordon/cache.key")),
+            show(&outside.xdg())
+        ),
+    );
+}
+
+#[test]
 fn a_plugin_write_grant_over_the_config_directory_is_refused() {
     let cordon = Cordon::new();
     let outside = Outside::new();
