@@ -1141,7 +1141,7 @@ fn rss(dirs: &Dirs, report: &mut Report) {
 // Where start-up time goes (only when asked for: `-- breakdown`).
 
 fn breakdown(dirs: &Dirs) {
-    use cordon::engine::Engine;
+    use cordon::engine::{Cache, Engine};
     use cordon::plugin::Plugin;
     println!("\n# Start-up breakdown (in-process, warm cache)");
     let async_runtime = tokio::runtime::Builder::new_current_thread()
@@ -1163,10 +1163,16 @@ fn breakdown(dirs: &Dirs) {
         t.sort();
         print_samples(what, &t);
     };
+    let cache = || {
+        Some(Cache {
+            dir: dirs.cache.clone(),
+            key: options.cache_key.clone().expect("a config directory"),
+        })
+    };
     time("Engine::new (pooling allocator, epoch thread)", &mut || {
-        drop(Engine::new(Some(dirs.cache.clone())).unwrap());
+        drop(Engine::new(cache()).unwrap());
     });
-    let engine = Engine::new(Some(dirs.cache.clone())).unwrap();
+    let engine = Engine::new(cache()).unwrap();
     let specs = cordon::builtin::specs(&options);
     for spec in &specs {
         time(

@@ -24,6 +24,9 @@ pub enum Error {
     },
     #[error("{0}")]
     Config(String),
+    /// One of cordon's own files lies where a tool could write it.
+    #[error(transparent)]
+    Exposed(#[from] crate::own::Exposure),
     #[error("plugin {plugin} cannot be loaded: {reason}")]
     Plugin { plugin: String, reason: String },
     #[error("cannot set up the WebAssembly engine: {0}")]

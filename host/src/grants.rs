@@ -29,6 +29,9 @@ pub struct Grants {
     pub shell: Option<Arc<crate::shell::Policy>>,
     /// Environment variables the plugin sees (none by default).
     pub env: Vec<(String, String)>,
+    /// cordon's own files and directories (resolved, see [`crate::own`]): never written by the
+    /// `files` capability, even inside a read-write directory.
+    pub protected: Arc<[PathBuf]>,
 }
 
 impl Grants {
@@ -39,6 +42,7 @@ impl Grants {
             cwd: cwd.to_path_buf(),
             shell: None,
             env: Vec::new(),
+            protected: Arc::new([]),
         }
     }
 

@@ -2,11 +2,12 @@
 //!
 //! Every tool is a WebAssembly component implementing the `cordon:tool` WIT package
 //! (`wit/cordon.wit`). The host loads components ([`plugin`]), compiling each once and keeping
-//! the result in an on-disk cache ([`engine`]), grants each only the directories and host
-//! capabilities it needs ([`grants`], [`caps`]), and runs every call through one pipeline
-//! ([`runtime`]): input validation against the tool's schema ([`schema`]), a fresh instance,
-//! and output truncation ([`output`]). The built-in tools are embedded in the binary
-//! ([`builtin`]).
+//! the result in an authenticated on-disk cache ([`engine`]), refuses to start when one of its
+//! own files lies where a tool could write it ([`own`]), grants each plugin only the
+//! directories and host capabilities it needs ([`grants`], [`caps`]), and runs every call
+//! through one pipeline ([`runtime`]): input validation against the tool's schema
+//! ([`schema`]), a fresh instance, and output truncation ([`output`]). The built-in tools are
+//! embedded in the binary ([`builtin`]).
 
 pub mod bindings;
 pub mod builtin;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod grants;
 pub mod manifest;
 pub mod output;
+pub mod own;
 pub mod plugin;
 pub mod runtime;
 pub mod schema;

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::Error;
 use crate::grants::Grants;
+use crate::own::config_dir;
 use crate::plugin::{Source, Spec};
 use crate::runtime::Options;
 
@@ -270,18 +271,6 @@ fn resolve(workspace: &Path, path: &Path) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// `$XDG_CONFIG_HOME/cordon` (else `~/.config/cordon`).
-fn config_dir() -> Option<PathBuf> {
-    let var = |name| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    var("XDG_CONFIG_HOME")
-        .or_else(|| var("HOME").map(|home| home.join(".config")))
-        .map(|dir| dir.join("cordon"))
-}
-
 /// The default plugin directory, `~/.config/cordon/plugins`, when it exists.
 pub fn default_plugin_dir() -> Option<PathBuf> {
     config_dir()
@@ -294,6 +283,11 @@ pub fn default_config_file() -> Option<PathBuf> {
     config_dir()
         .map(|d| d.join("config.toml"))
         .filter(|f| f.is_file())
+}
+
+/// The manifest of the component file `component`: `NAME.toml` beside `NAME.wasm`.
+pub fn manifest_path(component: &Path) -> PathBuf {
+    component.with_extension("toml")
 }
 
 /// The plugins of directory `dir`: every `NAME.wasm` in it, in name order.
@@ -326,7 +320,7 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
         plugin: name.clone(),
         reason,
     };
-    let manifest_path = path.with_extension("toml");
+    let manifest_path = manifest_path(path);
     if !manifest_path.is_file() {
         return Err(refuse(format!(
             "{} has no manifest: write {} beside it (see the README, \"Writing a plugin\")",

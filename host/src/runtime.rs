@@ -7,12 +7,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::bindings::cordon::tool::types::{self, Context, Diff, Location};
-use crate::engine::Engine;
+use crate::engine::{Cache, Engine};
 use crate::manifest::{self, Config};
+use crate::own::{self, Own};
 use crate::plugin::{Plugin, Source, Spec, Tool};
 use crate::{Error, builtin, output, shell};
 
@@ -31,6 +33,9 @@ pub struct Options {
     pub shell: shell::Policy,
     /// Where compiled components are cached; none: compile at every start.
     pub cache_dir: Option<PathBuf>,
+    /// The key file that authenticates the cached components (created when missing); none:
+    /// no cache.
+    pub cache_key: Option<PathBuf>,
     /// Directories of third-party plugins (`NAME.wasm` with `NAME.toml`).
     pub plugin_dirs: Vec<PathBuf>,
     /// cordon's config file (the user's consent for plugins); none: no consent given.
@@ -58,6 +63,7 @@ impl Options {
             edit_tools: true,
             skills: None,
             cache_dir: crate::engine::default_cache_dir(),
+            cache_key: own::default_cache_key(),
             plugin_dirs: manifest::default_plugin_dir().into_iter().collect(),
             config: manifest::default_config_file(),
             diffs: true,
@@ -112,6 +118,8 @@ pub struct Runtime {
     index: BTreeMap<String, (usize, usize)>,
     max_output: usize,
     workspace: PathBuf,
+    /// cordon's own files, which no tool may write.
+    own: Vec<Own>,
 }
 
 impl Runtime {
@@ -162,6 +170,11 @@ impl Runtime {
         for dir in &options.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &options, &config)?);
         }
+        // Before anything is compiled or loaded, and against every plugin (not only the one a
+        // one-shot call loads): what this start loads must be out of reach of what it runs.
+        let own = own::paths(&options, &specs);
+        own::check(&own, &options, &specs)?;
+        protect(&mut specs, &own);
         if let Some(tool) = tool {
             let claims = |spec: &Spec| match &spec.tools {
                 Some(listed) => listed.iter().any(|t| t == tool),
@@ -172,11 +185,12 @@ impl Runtime {
                 specs.retain(claims);
             }
         }
+        let cache = cache(&options);
         let mut runtime = Runtime {
             // One call does not repay reserving the instance pool.
             engine: match tool {
-                Some(_) => Engine::new_on_demand(options.cache_dir.clone())?,
-                None => Engine::new(options.cache_dir.clone())?,
+                Some(_) => Engine::new_on_demand(cache)?,
+                None => Engine::new(cache)?,
             },
             plugins: Vec::new(),
             index: BTreeMap::new(),
@@ -184,6 +198,7 @@ impl Runtime {
             workspace: options.workspace.clone(),
             options,
             config,
+            own,
         };
         runtime.load(specs).await?;
         Ok(runtime)
@@ -200,8 +215,10 @@ impl Runtime {
         if let Some(i) = self.plugins.iter().position(same) {
             return Ok(&self.plugins[i]);
         }
-        let spec = manifest::spec(path, &self.options, &self.config)?;
-        self.load(vec![spec]).await?;
+        let mut specs = vec![manifest::spec(path, &self.options, &self.config)?];
+        own::check(&self.own, &self.options, &specs)?;
+        protect(&mut specs, &self.own);
+        self.load(specs).await?;
         Ok(self.plugins.last().expect("a plugin was just added"))
     }
 
@@ -383,6 +400,31 @@ impl Runtime {
             failed: outcome.failed,
             locations: outcome.locations,
             diff: outcome.diff,
+        }
+    }
+}
+
+/// Tells every plugin's grants which paths are cordon's own, so the `files` capability refuses
+/// them even inside a read-write directory.
+fn protect(specs: &mut [Spec], own: &[Own]) {
+    let protected: Arc<[PathBuf]> = own.iter().map(|o| o.resolved.clone()).collect();
+    for spec in specs {
+        spec.grants.protected = protected.clone();
+    }
+}
+
+/// The compile cache `options` ask for: a directory and the key that authenticates what is in
+/// it. Without a key (no config directory) nothing is cached.
+fn cache(options: &Options) -> Option<Cache> {
+    let dir = options.cache_dir.clone()?;
+    match options.cache_key.clone() {
+        Some(key) => Some(Cache { dir, key }),
+        None => {
+            tracing::warn!(
+                "no compile cache: the key that authenticates it lives in cordon's config \
+                 directory, and neither XDG_CONFIG_HOME nor HOME is set; every start compiles"
+            );
+            None
         }
     }
 }

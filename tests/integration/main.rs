@@ -7,6 +7,7 @@ mod cli;
 mod examples;
 mod file_tools;
 mod mcp;
+mod own_files;
 mod plugins;
 mod python;
 mod read_skill;

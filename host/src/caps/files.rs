@@ -2,6 +2,8 @@
 //!
 //! Confinement is by `cap-std`: every path is opened beneath a read-write grant's directory
 //! handle, and the kernel-backed resolution refuses `..` and symbolic links that lead out.
+//! cordon's own files ([`Grants::protected`]) are refused even inside a grant: the runtime
+//! refuses to start with one there, so this holds should that check ever be bypassed.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -18,27 +20,56 @@ use crate::state::State;
 
 /// Handles on a plugin's read-write directories, opened once when the plugin is loaded.
 #[derive(Default)]
-pub struct Roots(Vec<(PathBuf, Dir)>);
+pub struct Roots(Vec<Root>);
+
+/// One read-write directory.
+struct Root {
+    path: PathBuf,
+    dir: Dir,
+    /// The protected paths inside it, relative to it. Resolution never leaves the directory,
+    /// so no other protected path can be reached through it.
+    protected: Vec<PathBuf>,
+}
 
 impl Roots {
     /// Opens every read-write directory of `grants`.
     pub fn open(grants: &Grants) -> io::Result<Self> {
         let mut roots = Vec::new();
         for dir in grants.dirs.iter().filter(|d| d.writable) {
-            roots.push((
-                dir.path.clone(),
-                Dir::open_ambient_dir(&dir.path, ambient_authority())?,
-            ));
+            roots.push(Root {
+                path: dir.path.clone(),
+                dir: Dir::open_ambient_dir(&dir.path, ambient_authority())?,
+                protected: grants
+                    .protected
+                    .iter()
+                    .filter_map(|p| Some(p.strip_prefix(&dir.path).ok()?.to_path_buf()))
+                    .collect(),
+            });
         }
         Ok(Roots(roots))
     }
 
     /// The grant `path` lies in (the deepest one) and the path relative to it.
-    fn locate<'a>(&'a self, path: &Path) -> Option<(&'a Dir, PathBuf)> {
+    fn locate<'a>(&'a self, path: &Path) -> Option<(&'a Root, PathBuf)> {
         self.0
             .iter()
-            .filter_map(|(root, dir)| Some((dir, path.strip_prefix(root).ok()?.to_path_buf())))
+            .filter_map(|root| Some((root, path.strip_prefix(&root.path).ok()?.to_path_buf())))
             .max_by_key(|(_, rel)| std::cmp::Reverse(rel.components().count()))
+    }
+}
+
+impl Root {
+    /// Whether `target` (relative, its last component no link) resolves into a protected path.
+    fn protects(&self, target: &Path) -> io::Result<bool> {
+        if self.protected.is_empty() {
+            return Ok(false);
+        }
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => self.dir.canonicalize(p)?,
+            _ => PathBuf::new(),
+        };
+        let resolved = parent.join(target.file_name().unwrap_or_default());
+        Ok(self.protected.iter().any(|p| resolved.starts_with(p)))
     }
 }
 
@@ -68,7 +99,8 @@ pub fn replace(roots: &Roots, path: &Path, contents: &[u8]) -> Result<(), Replac
             "{shown} is outside the directories this tool may write"
         ))
     };
-    let (dir, rel) = roots.locate(path).ok_or_else(not_permitted)?;
+    let (root, rel) = roots.locate(path).ok_or_else(not_permitted)?;
+    let dir = &root.dir;
     if rel.file_name().is_none() {
         return Err(ReplaceError::IsDirectory(shown));
     }
@@ -78,6 +110,11 @@ pub fn replace(roots: &Roots, path: &Path, contents: &[u8]) -> Result<(), Replac
         Ok(meta) if meta.is_symlink() => dir.canonicalize(&rel).map_err(|e| classify(&shown, e))?,
         _ => rel,
     };
+    if root.protects(&target).map_err(|e| classify(&shown, e))? {
+        return Err(ReplaceError::NotPermitted(format!(
+            "{shown} is one of cordon's own files (its cache, config or plugins), which no tool may write"
+        )));
+    }
     let existing = match dir.metadata(&target) {
         Ok(meta) if meta.is_dir() => return Err(ReplaceError::IsDirectory(shown)),
         Ok(meta) => Some(meta.permissions()),
@@ -164,5 +201,38 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), root.join("out")).unwrap();
         assert!(replace(&roots, &root.join("out/x"), b"x").is_err());
         assert!(!outside.path().join("x").exists());
+    }
+
+    #[test]
+    fn refuses_protected_paths_inside_a_grant_by_any_name() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("cache")).unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink("cache", root.join("link")).unwrap();
+        std::fs::write(root.join("cache/a.cwasm"), "code").unwrap();
+        std::os::unix::fs::symlink("cache/a.cwasm", root.join("code")).unwrap();
+        let mut grants = Grants::none(&root).read_write(&root);
+        grants.protected = vec![root.join("cache")].into();
+        let roots = Roots::open(&grants).unwrap();
+        for path in [
+            "cache/a.cwasm",
+            "cache/new",
+            "link/new",
+            "sub/../cache/new",
+            "code",
+        ] {
+            let refused = replace(&roots, &root.join(path), b"x");
+            assert!(
+                matches!(&refused, Err(ReplaceError::NotPermitted(m)) if m.contains("cordon's own files")),
+                "{path}: {refused:?}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.join("cache/a.cwasm")).unwrap(),
+            "code"
+        );
+        assert!(!root.join("cache/new").exists());
+        replace(&roots, &root.join("other.txt"), b"x").unwrap();
     }
 }

@@ -1,0 +1,369 @@
+//! cordon's own files, which no tool may write.
+//!
+//! What cordon reads at start-up decides what it runs and what it grants: the compile cache
+//! (machine code it loads), the config file (the user's consent for plugins), the plugin
+//! directories and the key that authenticates the cache. A command that could change one of
+//! them would escape every grant at the next start. Landlock can only grant access, never mask
+//! a path below a grant, so [`check`] refuses to start when any of these paths lies inside a
+//! directory a tool may write, contains one, or (for files) has another name, a hard link, that
+//! might lie in one. The cache key must also be out of every tool's sight: whoever reads it can
+//! forge cached code that a cordon process with other grants (which could write its cache)
+//! would load. Paths are compared resolved through symbolic links, so a link does not hide one
+//! from the other.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::manifest;
+use crate::plugin::{Source, Spec};
+use crate::runtime::Options;
+
+/// The name of the key file that authenticates compiled artifacts, in cordon's config
+/// directory.
+pub const CACHE_KEY_FILE: &str = "cache.key";
+
+/// Which of cordon's files a path is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `$XDG_CONFIG_HOME/cordon`: the default config file and plugin directory, the cache key.
+    ConfigDir,
+    /// The config file in use.
+    ConfigFile,
+    /// The key that authenticates the compile cache.
+    CacheKey,
+    /// The compile cache.
+    CacheDir,
+    /// A directory of third-party plugins.
+    PluginDir,
+    /// A plugin's component or manifest.
+    PluginFile,
+}
+
+impl Kind {
+    fn what(self) -> &'static str {
+        match self {
+            Kind::ConfigDir => "config directory",
+            Kind::ConfigFile => "config file",
+            Kind::CacheKey => "cache key",
+            Kind::CacheDir => "cache directory",
+            Kind::PluginDir => "plugin directory",
+            Kind::PluginFile => "plugin file",
+        }
+    }
+
+    /// How the user puts a path of this kind elsewhere.
+    fn way_out(self) -> &'static str {
+        match self {
+            Kind::ConfigDir | Kind::CacheKey => "XDG_CONFIG_HOME",
+            Kind::ConfigFile => "--config FILE",
+            Kind::CacheDir => "--cache-dir DIR or CORDON_CACHE_DIR",
+            Kind::PluginDir | Kind::PluginFile => "--plugins DIR",
+        }
+    }
+
+    /// Whether a file of this kind must have a single name.
+    fn single_link(self) -> bool {
+        matches!(self, Kind::ConfigFile | Kind::CacheKey | Kind::PluginFile)
+    }
+}
+
+/// One of cordon's paths, as given and resolved.
+#[derive(Clone, Debug)]
+pub struct Own {
+    /// What it is.
+    pub kind: Kind,
+    /// The path as configured.
+    pub given: PathBuf,
+    /// The path resolved through links ([`resolve`]).
+    pub resolved: PathBuf,
+}
+
+/// Who may use a directory, and how.
+#[derive(Clone, Debug)]
+enum Holder {
+    Workspace,
+    BashWrite,
+    BashRead,
+    System,
+    Skills,
+    PluginWrite(String),
+    PluginRead(String),
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Holder::Workspace => f.write_str("bash and the edit tools may write (the workspace)"),
+            Holder::BashWrite => f.write_str("bash may write (--bash-write)"),
+            Holder::BashRead => f.write_str("bash may read (--bash-read)"),
+            Holder::System => f.write_str("bash may read (a system directory)"),
+            Holder::Skills => f.write_str("read_skill may read (--skills)"),
+            Holder::PluginWrite(name) => {
+                write!(f, "plugin {name} may write (a write grant of its manifest)")
+            }
+            Holder::PluginRead(name) => {
+                write!(f, "plugin {name} may read (a read grant of its manifest)")
+            }
+        }
+    }
+}
+
+/// A directory (or file) some tool may use, resolved.
+#[derive(Clone, Debug)]
+struct Grant {
+    holder: Holder,
+    path: PathBuf,
+}
+
+/// The tail of every refusal: where each of cordon's paths comes from.
+const MOVE_HINT: &str = "cordon's cache: --cache-dir DIR, CORDON_CACHE_DIR or XDG_CACHE_HOME; \
+                         config directory and cache key: XDG_CONFIG_HOME; config file: --config FILE; \
+                         plugins: --plugins DIR";
+
+/// Why cordon refuses to start with its own files where a tool could write them.
+#[derive(Debug, thiserror::Error)]
+pub enum Exposure {
+    #[error(
+        "cordon's {what} {shown} {relation} {grant}, which {writer}: a command could change \
+         what cordon loads at its next start. Move it out with {way}, or narrow the grant \
+         ({MOVE_HINT})"
+    )]
+    Inside {
+        what: &'static str,
+        shown: String,
+        /// "lies inside", or "is" when the two are the same.
+        relation: &'static str,
+        grant: PathBuf,
+        writer: String,
+        way: &'static str,
+    },
+    #[error(
+        "{grant}, which {writer}, lies inside cordon's {what} {shown}: a command could change \
+         what cordon loads at its next start. Narrow the grant, or move the {what} with {way} \
+         ({MOVE_HINT})"
+    )]
+    Contains {
+        what: &'static str,
+        shown: String,
+        grant: PathBuf,
+        writer: String,
+        way: &'static str,
+    },
+    #[error(
+        "cordon's cache key {shown} lies inside {grant}, which {reader}: a command could read it \
+         and forge the compiled code cordon loads from its cache. Move it out with \
+         XDG_CONFIG_HOME, or narrow the grant ({MOVE_HINT})"
+    )]
+    Readable {
+        shown: String,
+        grant: PathBuf,
+        reader: String,
+    },
+    #[error(
+        "cordon's {what} {shown} has {links} hard links: another of its names may lie where a \
+         command can write it. Give it a single name (copy it, then move the copy over it)"
+    )]
+    Linked {
+        what: &'static str,
+        shown: String,
+        links: u64,
+    },
+}
+
+/// cordon's config directory, `$XDG_CONFIG_HOME/cordon` (else `~/.config/cordon`), whether or
+/// not it exists.
+pub fn config_dir() -> Option<PathBuf> {
+    let var = |name| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("XDG_CONFIG_HOME")
+        .or_else(|| var("HOME").map(|home| home.join(".config")))
+        .map(|dir| dir.join("cordon"))
+}
+
+/// The default key file that authenticates the compile cache, in the config directory.
+pub fn default_cache_key() -> Option<PathBuf> {
+    config_dir().map(|dir| dir.join(CACHE_KEY_FILE))
+}
+
+/// cordon's own paths under `options`, with the files of the third-party plugins in `specs`.
+/// The config directory is listed even when it does not exist: a command could create it.
+pub fn paths(options: &Options, specs: &[Spec]) -> Vec<Own> {
+    let mut paths: Vec<(Kind, PathBuf)> = Vec::new();
+    paths.extend(config_dir().map(|d| (Kind::ConfigDir, d)));
+    paths.extend(options.config.clone().map(|f| (Kind::ConfigFile, f)));
+    paths.extend(options.cache_key.clone().map(|f| (Kind::CacheKey, f)));
+    paths.extend(options.cache_dir.clone().map(|d| (Kind::CacheDir, d)));
+    paths.extend(
+        options
+            .plugin_dirs
+            .iter()
+            .map(|d| (Kind::PluginDir, d.clone())),
+    );
+    for spec in specs {
+        if let Source::File(component) = &spec.source {
+            paths.push((Kind::PluginFile, component.clone()));
+            paths.push((Kind::PluginFile, manifest::manifest_path(component)));
+        }
+    }
+    paths
+        .into_iter()
+        .map(|(kind, given)| Own {
+            kind,
+            resolved: resolve(&given),
+            given,
+        })
+        .collect()
+}
+
+/// Refuses cordon's own paths (`own`, from [`paths`]) where a tool of `specs` under `options`
+/// could write them, and the cache key where one could read it.
+pub fn check(own: &[Own], options: &Options, specs: &[Spec]) -> Result<(), Exposure> {
+    let (writable, readable) = grants(options, specs);
+    for path in own {
+        let shown = || {
+            if path.given == path.resolved {
+                path.given.display().to_string()
+            } else {
+                format!(
+                    "{} ({} through a link)",
+                    path.given.display(),
+                    path.resolved.display()
+                )
+            }
+        };
+        for grant in &writable {
+            let (what, grant_path, writer, way) = (
+                path.kind.what(),
+                grant.path.clone(),
+                grant.holder.to_string(),
+                path.kind.way_out(),
+            );
+            if path.resolved.starts_with(&grant.path) {
+                return Err(Exposure::Inside {
+                    what,
+                    shown: shown(),
+                    relation: if path.resolved == grant.path {
+                        "is"
+                    } else {
+                        "lies inside"
+                    },
+                    grant: grant_path,
+                    writer,
+                    way,
+                });
+            }
+            if grant.path.starts_with(&path.resolved) {
+                return Err(Exposure::Contains {
+                    what,
+                    shown: shown(),
+                    grant: grant_path,
+                    writer,
+                    way,
+                });
+            }
+        }
+        if path.kind == Kind::CacheKey
+            && let Some(grant) = readable.iter().find(|g| path.resolved.starts_with(&g.path))
+        {
+            return Err(Exposure::Readable {
+                shown: shown(),
+                grant: grant.path.clone(),
+                reader: grant.holder.to_string(),
+            });
+        }
+        if path.kind.single_link()
+            && let Ok(meta) = std::fs::metadata(&path.resolved)
+            && meta.nlink() > 1
+        {
+            return Err(Exposure::Linked {
+                what: path.kind.what(),
+                shown: shown(),
+                links: meta.nlink(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every directory a tool may write (the workspace, `--bash-write` paths, the write grants of
+/// third-party plugins), and every other one a tool may read (`--bash-read` paths, the system
+/// directories bash reads, the skills directory, the read grants of third-party plugins).
+fn grants(options: &Options, specs: &[Spec]) -> (Vec<Grant>, Vec<Grant>) {
+    let grant = |holder: Holder, path: &Path| Grant {
+        holder,
+        path: resolve(path),
+    };
+    let mut writable = vec![grant(Holder::Workspace, &options.workspace)];
+    let mut readable: Vec<Grant> = crate::shell::READ_ROOTS
+        .iter()
+        .map(|root| grant(Holder::System, Path::new(root)))
+        .collect();
+    let shell = &options.shell;
+    writable.extend(
+        shell
+            .extra_write
+            .iter()
+            .map(|p| grant(Holder::BashWrite, p)),
+    );
+    readable.extend(shell.extra_read.iter().map(|p| grant(Holder::BashRead, p)));
+    readable.extend(options.skills.iter().map(|p| grant(Holder::Skills, p)));
+    for spec in specs {
+        if let Source::File(_) = spec.source {
+            for dir in &spec.grants.dirs {
+                let name = spec.name.clone();
+                if dir.writable {
+                    writable.push(grant(Holder::PluginWrite(name), &dir.path));
+                } else {
+                    readable.push(grant(Holder::PluginRead(name), &dir.path));
+                }
+            }
+        }
+    }
+    (writable, readable)
+}
+
+/// `path` made absolute and resolved through symbolic links: its longest existing ancestor
+/// canonicalized, the rest appended (`..` in the rest taken lexically: what does not exist yet
+/// is no link).
+pub fn resolve(path: &Path) -> PathBuf {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let parts: Vec<Component> = path.components().collect();
+    for keep in (1..=parts.len()).rev() {
+        let head: PathBuf = parts[..keep].iter().collect();
+        if let Ok(mut resolved) = head.canonicalize() {
+            for part in &parts[keep..] {
+                match part {
+                    Component::ParentDir => {
+                        resolved.pop();
+                    }
+                    Component::Normal(name) => resolved.push(name),
+                    _ => {}
+                }
+            }
+            return resolved;
+        }
+    }
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolve_follows_links_and_keeps_what_does_not_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("link")).unwrap();
+        assert_eq!(resolve(&root.join("link")), root.join("real"));
+        assert_eq!(
+            resolve(&root.join("link/not/yet")),
+            root.join("real/not/yet")
+        );
+        assert_eq!(resolve(&root.join("link/a/../b")), root.join("real/b"));
+    }
+}
