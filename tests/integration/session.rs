@@ -12,7 +12,12 @@ use crate::util::Cordon;
 /// Runs a session over `lines` (one request each) and returns the response lines.
 fn session(cordon: &Cordon, lines: &[Value]) -> Vec<Value> {
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let run = cordon.run_with_stdin(&["session"], &input);
+    answers(cordon, input)
+}
+
+/// Runs a session over `input` as it is and returns the response lines.
+fn answers(cordon: &Cordon, input: impl AsRef<[u8]>) -> Vec<Value> {
+    let run = cordon.run_with_stdin(&["session"], input);
     assert_eq!(run.code, 0, "{}", run.stderr);
     run.stdout
         .lines()
@@ -50,7 +55,12 @@ impl Live {
     }
 
     fn send(&mut self, line: Value) {
-        writeln!(self.stdin, "{line}").unwrap();
+        self.send_raw(format!("{line}\n").as_bytes());
+    }
+
+    /// Sends `bytes` as they are.
+    fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
         self.stdin.flush().unwrap();
     }
 
@@ -90,20 +100,59 @@ fn a_call_reports_status_output_display_and_acp_and_echoes_the_id() {
 fn malformed_lines_get_an_error_and_the_session_goes_on() {
     let cordon = Cordon::new();
     let input = "not json\n[1,2]\n{\"id\": 5, \"what\": 1}\n{\"tool\": 3}\n\n{\"id\": 6, \"end_turn\": true}\n";
-    let run = cordon.run_with_stdin(&["session"], input);
-    assert_eq!(run.code, 0);
-    let out: Vec<Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(out.len(), 5, "{}", run.stdout);
+    let out = answers(&cordon, input);
+    assert_eq!(out.len(), 5, "{out:?}");
     for r in &out[..4] {
         assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
     }
     assert_eq!(out[2]["id"], 5);
     assert_eq!(out[4]["id"], 6);
     assert!(out[4]["counters"].is_object());
+}
+
+#[test]
+fn a_line_that_is_not_utf8_gets_an_error_and_the_session_goes_on() {
+    let cordon = Cordon::new();
+    let input = b"{\"id\": 1, \"tool\": \"\xff\xfe\"}\n{\"id\": 2, \"end_turn\": true}\n";
+    let out = answers(&cordon, input);
+    assert_eq!(out.len(), 2, "{out:?}");
+    let error = out[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("the line is not UTF-8 text: invalid utf-8 sequence"),
+        "{error}"
+    );
+    assert_eq!(out[1]["id"], 2);
+    assert!(out[1]["counters"].is_object());
+}
+
+/// Error answers quote a short, marked prefix of bad input, never all of it.
+#[test]
+fn the_error_answer_to_a_huge_bad_line_is_short_and_names_its_length() {
+    let cordon = Cordon::new();
+    let big = "x".repeat(50 << 20);
+    let lines = [
+        format!("\"{big}\""),
+        format!("{{\"tool\": [\"{big}\"]}}"),
+        "{\"id\": 3, \"end_turn\": true}".to_string(),
+    ];
+    let run = cordon.run_with_stdin(&["session"], lines.join("\n"));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(out.len(), 3, "{} bytes of output", run.stdout.len());
+    assert_eq!(serde_json::from_str::<Value>(out[2]).unwrap()["id"], 3);
+    for (answer, line) in out.iter().zip(&lines[..2]) {
+        assert!(answer.len() < 1024, "{} bytes", answer.len());
+        let error: Value = serde_json::from_str(answer).unwrap();
+        let error = error["error"].as_str().unwrap();
+        // What is quoted: the line itself, or its "tool" (the line less `{"tool": ` and `}`).
+        let total = if line.starts_with('"') {
+            line.len()
+        } else {
+            line.len() - 10
+        };
+        assert!(error.contains(&format!("{total} in all)")), "{error}");
+        assert!(error.contains(" … ("), "{error}");
+    }
 }
 
 #[test]
@@ -352,15 +401,34 @@ fn ask_sends_the_diff_and_honours_each_answer() {
     live.finish();
 }
 
+/// An answer that is no answer, or not even text, refuses its call with an error line that
+/// quotes it, and the session goes on.
 #[test]
 fn a_bad_permission_answer_refuses_the_call() {
     let cordon = Cordon::new().with_args(&["--permissions", "ask"]);
     let mut live = Live::start(&cordon);
-    live.send(json!({"tool": "bash", "input": {"command": "touch ran"}}));
-    assert!(live.receive()["permission_request"].is_object());
-    live.send(json!({"permission": "sure"}));
-    assert!(live.receive()["error"].is_string());
-    assert_eq!(live.receive()["output"], "[command rejected by the user]");
+    let answers: [(&[u8], &str); 2] = [
+        (
+            b"{\"permission\": \"sure\"}\n",
+            "got: {\"permission\": \"sure\"}",
+        ),
+        (
+            b"{\"permission\": \"allow_once\xff\"}\n",
+            "got: the line is not UTF-8 text: invalid utf-8 sequence",
+        ),
+    ];
+    for (answer, got) in answers {
+        live.send(json!({"tool": "bash", "input": {"command": "touch ran"}}));
+        assert!(live.receive()["permission_request"].is_object());
+        live.send_raw(answer);
+        let error = live.receive();
+        let error = error["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(got) && error.ends_with("; the call is refused"),
+            "{error}"
+        );
+        assert_eq!(live.receive()["output"], "[command rejected by the user]");
+    }
     assert!(!cordon.path("ran").exists());
     live.finish();
 }

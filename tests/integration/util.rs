@@ -96,8 +96,9 @@ impl Cordon {
         self.run(&["call", tool, &input.to_string()])
     }
 
-    /// Runs `cordon <args>` with `stdin` as standard input.
-    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+    /// Runs `cordon <args>` with `stdin` as standard input. The input is fed while the output
+    /// is read, so that a large answer to an early line cannot stall both sides.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: impl AsRef<[u8]>) -> Run {
         use std::io::Write;
         let mut child = self
             .command()
@@ -107,13 +108,13 @@ impl Cordon {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn cordon");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().expect("wait for cordon").into()
+        let mut pipe = child.stdin.take().unwrap();
+        let stdin = stdin.as_ref().to_vec();
+        // A cordon that stops reading early shows in what it printed and its exit status.
+        let feeder = std::thread::spawn(move || drop(pipe.write_all(&stdin)));
+        let run = child.wait_with_output().expect("wait for cordon").into();
+        feeder.join().unwrap();
+        run
     }
 }
 

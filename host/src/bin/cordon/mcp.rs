@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 use cordon::bindings::Kind;
+use cordon::output::quote;
 use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
 use cordon::{Options, Runtime};
 
@@ -158,7 +159,8 @@ impl ServerHandler for Server {
         };
         let text = text.unwrap_or_else(|| {
             format!(
-                "Invalid tools/call params: expected {{\"name\": string, \"arguments\": object}}, got: {params}"
+                "Invalid tools/call params: expected {{\"name\": string, \"arguments\": object}}, got: {}",
+                quote(&params)
             )
         });
         Err(ErrorData::invalid_params(text, None))

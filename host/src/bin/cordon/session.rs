@@ -6,20 +6,45 @@
 //! and reads the answer line. End of input ends the session.
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines, Stdin, Stdout};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Stdin, Stdout};
 
 use cordon::Runtime;
+use cordon::output::quote;
 use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
 
 /// Standard input and output, shared by the request loop and the permission prompts.
 struct Io {
-    lines: Lines<BufReader<Stdin>>,
+    input: BufReader<Stdin>,
     out: Stdout,
     /// The `id` of the request being answered.
     id: Option<Value>,
 }
 
+/// A line of input without its line ending, or the error answer to a line that is not text.
+type Line = Result<String, String>;
+
 impl Io {
+    /// The next line of input; `None` at end of input. The line is read as bytes: one that
+    /// is not UTF-8 is an error for its answer, not the end of the session.
+    async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+        let mut bytes = Vec::new();
+        if self.input.read_until(b'\n', &mut bytes).await? == 0 {
+            return Ok(None);
+        }
+        if bytes.ends_with(b"\n") {
+            bytes.pop();
+            if bytes.ends_with(b"\r") {
+                bytes.pop();
+            }
+        }
+        Ok(Some(String::from_utf8(bytes).map_err(|e| {
+            format!(
+                "the line is not UTF-8 text: {}; send each request as one line of JSON in UTF-8",
+                e.utf8_error()
+            )
+        })))
+    }
+
     async fn send(&mut self, mut message: Value) -> std::io::Result<()> {
         if let (Some(id), Some(map)) = (&self.id, message.as_object_mut()) {
             map.insert("id".into(), id.clone());
@@ -41,15 +66,18 @@ impl Ask for Io {
             return Answer::RejectOnce;
         }
         // Fail closed: anything but a valid answer refuses the call.
-        let Ok(Some(line)) = self.lines.next_line().await else {
+        let Ok(Some(line)) = self.next_line().await else {
             return Answer::RejectOnce;
         };
-        let answer = serde_json::from_str::<Value>(&line)
+        let answer = line
+            .as_deref()
             .ok()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
             .and_then(|v| v.get("permission")?.as_str().and_then(Answer::from_id));
         if answer.is_none() {
+            let got = line.map_or_else(|not_text| not_text, quote);
             let error = format!(
-                "expected {{\"permission\": \"allow_once\"|\"allow_always\"|\"reject_once\"|\"reject_always\"}}, got: {line}; the call is refused"
+                "expected {{\"permission\": \"allow_once\"|\"allow_always\"|\"reject_once\"|\"reject_always\"}}, got: {got}; the call is refused"
             );
             let _ = self.send(json!({ "error": error })).await;
         }
@@ -61,20 +89,25 @@ impl Ask for Io {
 pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::io::Result<()> {
     let mut session = Session::new(runtime, mode, preview_lines);
     let mut io = Io {
-        lines: BufReader::new(tokio::io::stdin()).lines(),
+        input: BufReader::new(tokio::io::stdin()),
         out: tokio::io::stdout(),
         id: None,
     };
-    while let Some(line) = io.lines.next_line().await? {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let request: Value = match serde_json::from_str(&line) {
-            Ok(value) => value,
-            Err(e) => {
+    while let Some(line) = io.next_line().await? {
+        let parsed = line.and_then(|text| {
+            if text.trim().is_empty() {
+                return Ok(None);
+            }
+            serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| format!("the line is not valid JSON: {e}"))
+        });
+        let request: Value = match parsed {
+            Ok(Some(value)) => value,
+            Ok(None) => continue,
+            Err(error) => {
                 io.id = None;
-                io.send(json!({ "error": format!("the line is not valid JSON: {e}") }))
-                    .await?;
+                io.send(json!({ "error": error })).await?;
                 continue;
             }
         };
@@ -107,12 +140,13 @@ enum Request {
 
 fn parse(request: &Value) -> Result<Request, String> {
     let Some(map) = request.as_object() else {
-        return Err(format!("expected a JSON object, got: {request}"));
+        return Err(format!("expected a JSON object, got: {}", quote(request)));
     };
     if let Some(tool) = map.get("tool") {
         let Some(tool) = tool.as_str() else {
             return Err(format!(
-                "\"tool\" must be a string naming a tool, got: {tool}"
+                "\"tool\" must be a string naming a tool, got: {}",
+                quote(tool)
             ));
         };
         let input = map.get("input").cloned().unwrap_or_else(|| json!({}));
