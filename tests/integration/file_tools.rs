@@ -5,8 +5,13 @@
 //! through the library's `Runtime`, which is the same pipeline.
 
 use std::fs;
+use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -962,6 +967,135 @@ fn atomic_writes_keep_permission_bits() {
         ["run.sh", "secret.txt"],
         "no temporary file left"
     );
+}
+
+/// The temporary files of cordon's (`.NAME.cordon-….tmp`) in `dir` and below, links not
+/// followed.
+fn temp_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if entry.file_type().unwrap().is_dir() {
+            found.extend(temp_files(&entry.path()));
+        } else if name.contains(".cordon-") && name.ends_with(".tmp") {
+            found.push(entry.path());
+        }
+    }
+    found
+}
+
+/// Waits until `child` holds a file open under `root` (the write has begun): true, or false
+/// when it ended first.
+fn writing_under(child: &mut Child, root: &Path) -> bool {
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let inside = format!("{}/", root.display());
+    while child.try_wait().unwrap().is_none() {
+        let open = fs::read_dir(&fds).into_iter().flatten().flatten();
+        if open
+            .filter_map(|fd| fs::read_link(fd.path()).ok())
+            .any(|file| file.to_string_lossy().starts_with(&inside))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+/// A `write_file` killed while it writes leaves no temporary file, whatever the moment of the
+/// kill, and the file is either absent or whole.
+#[test]
+fn a_write_killed_midway_leaves_no_temporary_file() {
+    let cordon = Cordon::new();
+    let root = cordon.root();
+    let size = 100 << 20;
+    let input = Arc::new(json!({"path": "big.txt", "content": "x".repeat(size)}).to_string());
+    // The write can end before it is seen: try a few times to kill one midway.
+    for _ in 0..4 {
+        let mut child = cordon
+            .command()
+            .args(["call", "write_file", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let input = Arc::clone(&input);
+        // The kill breaks the pipe: a failed write is expected.
+        let feeder = std::thread::spawn(move || drop(stdin.write_all(input.as_bytes())));
+        let caught = writing_under(&mut child, &root);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        feeder.join().unwrap();
+        assert_eq!(temp_files(&root), Vec::<PathBuf>::new());
+        let big = cordon.path("big.txt");
+        if let Ok(meta) = fs::metadata(&big) {
+            assert_eq!(
+                meta.len(),
+                size as u64,
+                "a part of the file was put in place"
+            );
+            fs::remove_file(&big).unwrap();
+        }
+        if caught {
+            break;
+        }
+    }
+    assert_eq!(entries(&root), Vec::<String>::new());
+}
+
+/// Swapping a parent directory for a link leading out, back and forth while files are
+/// written, neither leaves a temporary file nor writes anything outside.
+#[test]
+fn a_parent_swapped_for_a_link_leaves_no_temporary_file_and_nothing_outside() {
+    let cordon = Cordon::new();
+    let root = cordon.root();
+    let outside = tempfile::tempdir().unwrap();
+    fs::create_dir(root.join("sub")).unwrap();
+    symlink(outside.path(), root.join("link")).unwrap();
+    let swap = {
+        let (sub, link) = (root.join("sub"), root.join("link"));
+        move || {
+            rustix::fs::renameat_with(
+                rustix::fs::CWD,
+                &sub,
+                rustix::fs::CWD,
+                &link,
+                rustix::fs::RenameFlags::EXCHANGE,
+            )
+            .unwrap()
+        }
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = std::thread::spawn({
+        let (stop, swap) = (Arc::clone(&stop), swap.clone());
+        move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                swap();
+                swaps += 1;
+            }
+            swaps
+        }
+    });
+    // Large enough to widen the moment between creating a file and renaming it.
+    let content = "x".repeat(100 << 10);
+    for n in 0..30 {
+        // Each call fails or succeeds depending on the moment: only what is left counts.
+        cordon.call(
+            "write_file",
+            json!({"path": format!("sub/new{n}.txt"), "content": content}),
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    if swapper.join().unwrap() % 2 == 1 {
+        swap();
+    }
+    assert!(root.join("sub").is_dir() && root.join("link").is_symlink());
+    assert_eq!(temp_files(&root), Vec::<PathBuf>::new());
+    assert_eq!(entries(outside.path()), Vec::<String>::new());
 }
 
 #[test]

@@ -5,12 +5,18 @@
 //! cordon's own files ([`Grants::protected`]) are refused even inside a grant: the runtime
 //! refuses to start with one there, so this holds should that check ever be bypassed.
 
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, OpenOptions, Permissions};
+use rustix::fs::{self, AtFlags, Mode, OFlags};
+use rustix::io::Errno;
 use wasmtime::component::{Linker, WasmList};
 
 use crate::bindings::cordon::tool::files::ReplaceError;
@@ -91,7 +97,8 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
     )
 }
 
-/// Writes `contents` to a temporary file beside `path`, then renames it over `path`.
+/// Replaces `path` with `contents`, atomically: readers see the old file or the new one,
+/// never a part, and a failure or a kill leaves no temporary file behind (see [`write_new`]).
 pub fn replace(roots: &Roots, path: &Path, contents: &[u8]) -> Result<(), ReplaceError> {
     let shown = path.display().to_string();
     let not_permitted = || {
@@ -122,28 +129,107 @@ pub fn replace(roots: &Roots, path: &Path, contents: &[u8]) -> Result<(), Replac
         Err(e) => return Err(classify(&shown, e)),
     };
     let name = target.file_name().ok_or_else(not_permitted)?;
-    let tmp = target.with_file_name(format!(
+    // The parent is opened once, beneath the grant: every later step is relative to this
+    // handle, so swapping the parent for a link meanwhile neither escapes nor defeats cleanup.
+    let parent = match target.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let parent = dir.open_dir(parent).map_err(|e| classify(&shown, e))?;
+    write_new(&parent, name, contents, existing).map_err(|e| classify(&shown, e))
+}
+
+/// Puts `contents` in `dir` as `name`, replacing any file there, with the permission bits
+/// `perms` (those of a new file when `None`). The contents are written to an unnamed file
+/// (`O_TMPFILE`), which vanishes by itself on any failure or kill, then linked into place.
+/// A file system without unnamed files gets a named temporary file, removed on failure.
+fn write_new(
+    dir: &Dir,
+    name: &OsStr,
+    contents: &[u8],
+    perms: Option<Permissions>,
+) -> io::Result<()> {
+    let Some(mut file) = unnamed(dir)? else {
+        return write_named(dir, name, contents, perms);
+    };
+    fill(&mut file, contents, perms)?;
+    let fd_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    // Linking by the /proc name needs no privilege (`AT_EMPTY_PATH` needs
+    // CAP_DAC_READ_SEARCH). A new name is linked straight in: nothing to clean up, ever.
+    match fs::linkat(fs::CWD, &fd_path, dir, name, AtFlags::SYMLINK_FOLLOW) {
+        Err(e) if e == Errno::EXIST => {}
+        done => return done.map_err(io::Error::from),
+    }
+    // An existing file is replaced by renaming over it. A kill between the link and the
+    // rename (two system calls, not the whole write) is the only way to leave `tmp` behind.
+    let tmp = temp_name(name);
+    fs::linkat(fs::CWD, &fd_path, dir, &tmp, AtFlags::SYMLINK_FOLLOW)?;
+    rename_over(dir, &tmp, name)
+}
+
+/// An unnamed file open for writing in `dir`, or `None` when the file system (or a missing
+/// /proc, needed to link it) does not allow one.
+fn unnamed(dir: &Dir) -> io::Result<Option<File>> {
+    static PROC: OnceLock<bool> = OnceLock::new();
+    if !*PROC.get_or_init(|| Path::new("/proc/self/fd").is_dir()) {
+        return Ok(None);
+    }
+    let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
+    match fs::openat(dir, ".", flags, Mode::from_raw_mode(0o666)) {
+        Ok(fd) => Ok(Some(File::from(fd))),
+        Err(e) if e == Errno::OPNOTSUPP || e == Errno::ISDIR => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// [`write_new`] through a named temporary file in `dir`, removed on failure. A kill during
+/// the write leaves it: only file systems without `O_TMPFILE` come here.
+fn write_named(
+    dir: &Dir,
+    name: &OsStr,
+    contents: &[u8],
+    perms: Option<Permissions>,
+) -> io::Result<()> {
+    let tmp = temp_name(name);
+    let mut file = dir
+        .open_with(&tmp, OpenOptions::new().write(true).create_new(true))?
+        .into_std();
+    let filled = fill(&mut file, contents, perms);
+    drop(file);
+    match filled {
+        Ok(()) => rename_over(dir, &tmp, name),
+        Err(e) => {
+            let _ = dir.remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Writes `contents` to `file`, sets `perms` and makes it durable.
+fn fill(file: &mut File, contents: &[u8], perms: Option<Permissions>) -> io::Result<()> {
+    file.write_all(contents)?;
+    if let Some(perms) = perms {
+        file.set_permissions(perms.into_std(file)?)?;
+    }
+    file.sync_all()
+}
+
+/// Renames `tmp` over `name` in `dir`, or removes `tmp` when that fails.
+fn rename_over(dir: &Dir, tmp: &Path, name: &OsStr) -> io::Result<()> {
+    fs::renameat(dir, tmp, dir, name).map_err(|e| {
+        let _ = fs::unlinkat(dir, tmp, AtFlags::empty());
+        e.into()
+    })
+}
+
+/// A name for a temporary file beside `name`, unique to this process.
+fn temp_name(name: &OsStr) -> PathBuf {
+    PathBuf::from(format!(
         ".{}.cordon-{}-{}.tmp",
         name.to_string_lossy(),
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut file = dir
-        .open_with(&tmp, OpenOptions::new().write(true).create_new(true))
-        .map_err(|e| classify(&shown, e))?;
-    let written = (|| {
-        file.write_all(contents)?;
-        if let Some(perms) = existing {
-            file.set_permissions(perms)?;
-        }
-        file.sync_all()?;
-        drop(file);
-        dir.rename(&tmp, dir, &target)
-    })();
-    written.map_err(|e| {
-        let _ = dir.remove_file(&tmp);
-        classify(&shown, e)
-    })
+    ))
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -187,6 +273,70 @@ mod tests {
         );
         let names: Vec<_> = std::fs::read_dir(ws.path()).unwrap().collect();
         assert_eq!(names.len(), 1, "no temporary file is left behind");
+    }
+
+    /// The entries of `dir`, sorted.
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn creates_and_replaces_leaving_no_temporary_file() {
+        let (ws, roots) = setup();
+        let root = ws.path().canonicalize().unwrap();
+        replace(&roots, &root.join("sub/new.txt"), b"x").unwrap_err();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        replace(&roots, &root.join("sub/new.txt"), b"one").unwrap();
+        replace(&roots, &root.join("sub/new.txt"), b"two").unwrap();
+        replace(&roots, &root.join("top.txt"), b"top").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("sub/new.txt")).unwrap(),
+            "two"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("top.txt")).unwrap(),
+            "top"
+        );
+        assert_eq!(entries(&root), ["sub", "top.txt"]);
+        assert_eq!(entries(&root.join("sub")), ["new.txt"]);
+    }
+
+    /// Both ways of writing (unnamed file, named fallback) clean up when the last step fails:
+    /// here the rename, over a directory that is not empty.
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let (ws, _) = setup();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("full/inner")).unwrap();
+        let dir = Dir::open_ambient_dir(&root, ambient_authority()).unwrap();
+        let name = OsStr::new("full");
+        assert!(write_new(&dir, name, b"x", None).is_err());
+        assert!(write_named(&dir, name, b"x", None).is_err());
+        assert_eq!(entries(&root), ["full"]);
+        assert_eq!(entries(&root.join("full")), ["inner"]);
+    }
+
+    #[test]
+    fn the_named_fallback_replaces_and_keeps_permission_bits() {
+        let (ws, _) = setup();
+        let root = ws.path().canonicalize().unwrap();
+        let path = root.join("run.sh");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let dir = Dir::open_ambient_dir(&root, ambient_authority()).unwrap();
+        let perms = dir.metadata("run.sh").unwrap().permissions();
+        write_named(&dir, OsStr::new("run.sh"), b"new", Some(perms)).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o750
+        );
+        assert_eq!(entries(&root), ["run.sh"]);
     }
 
     #[test]
