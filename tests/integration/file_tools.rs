@@ -1178,6 +1178,43 @@ fn directories_are_refused() {
     assert!(cordon.path("dir").is_dir());
 }
 
+/// A trailing `/` (or `/.`) names a directory: every file tool refuses it, as POSIX does,
+/// whether the name is a file, a directory or nothing yet, and nothing is created or changed.
+#[test]
+fn a_path_ending_in_a_slash_names_a_directory_and_is_refused() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "x\n");
+    cordon.write("dir/inner.txt", "x\n");
+    let refusal = |given: &str, end: &str| {
+        format!("{given} ends with \"{end}\", which names a directory; give the path of a file")
+    };
+    for (given, end) in [
+        ("a.txt/", "/"),
+        ("a.txt/.", "/."),
+        ("dir/", "/"),
+        ("new/", "/"),
+    ] {
+        assert_eq!(
+            failed(cordon.call("read_file", json!({"path": given}))),
+            refusal(given, end)
+        );
+        assert_eq!(
+            failed(cordon.call("write_file", json!({"path": given, "content": "y\n"}))),
+            refusal(given, end)
+        );
+        assert_eq!(
+            failed(cordon.call(
+                "edit_file",
+                json!({"path": given, "edits": [{"old": "x", "new": "y"}]})
+            )),
+            refusal(given, end)
+        );
+    }
+    assert_eq!(entries(&cordon.root()), ["a.txt", "dir"]);
+    assert_eq!(cordon.read("a.txt"), "x\n");
+    assert_eq!(entries(&cordon.path("dir")), ["inner.txt"]);
+}
+
 #[test]
 fn a_file_in_the_way_of_a_parent_is_refused() {
     let cordon = Cordon::new();

@@ -13,7 +13,9 @@ use std::path::{Component, Path, PathBuf};
 ///
 /// Relative paths are taken from `root`; absolute paths must lie under it. `.` and `..` are
 /// folded lexically. `~` is refused rather than expanded: a home directory is never part of a
-/// grant. The error is the message for the model.
+/// grant. The path must name a file, as every tool using this works on files: one ending in
+/// `/` or `/.` names a directory, and is refused as POSIX refuses it (the lexical folding would
+/// otherwise drop the slash and quietly use the file). The error is the message for the model.
 pub fn resolve(root: &str, given: &str) -> Result<PathBuf, String> {
     let root = Path::new(root);
     if given.is_empty() {
@@ -36,11 +38,15 @@ pub fn resolve(root: &str, given: &str) -> Result<PathBuf, String> {
             other => normal.push(other),
         }
     }
-    if normal.starts_with(root) {
-        Ok(normal)
-    } else {
-        Err(outside(given, root))
+    if !normal.starts_with(root) {
+        return Err(outside(given, root));
     }
+    if let Some(end) = ["/", "/."].into_iter().find(|end| given.ends_with(end)) {
+        return Err(format!(
+            "{given} ends with \"{end}\", which names a directory; give the path of a file"
+        ));
+    }
+    Ok(normal)
 }
 
 fn outside(given: &str, root: &Path) -> String {
@@ -89,6 +95,22 @@ mod tests {
             resolve(ROOT, "/work/ws/x").unwrap(),
             Path::new("/work/ws/x")
         );
+    }
+
+    #[test]
+    fn a_path_naming_a_directory_is_refused() {
+        assert_eq!(
+            resolve(ROOT, "newdir/").unwrap_err(),
+            "newdir/ ends with \"/\", which names a directory; give the path of a file"
+        );
+        assert_eq!(
+            resolve(ROOT, "a.txt/.").unwrap_err(),
+            "a.txt/. ends with \"/.\", which names a directory; give the path of a file"
+        );
+        for bad in ["/work/ws/", "a//", "sub/./"] {
+            assert!(resolve(ROOT, bad).is_err(), "{bad} should be refused");
+        }
+        assert!(resolve(ROOT, "a/.b").is_ok());
     }
 
     #[test]
