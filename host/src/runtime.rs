@@ -351,7 +351,8 @@ impl Runtime {
                 .map(|(_, t)| t.declaration.name.as_str())
                 .collect();
             return Err(format!(
-                "Unknown tool \"{name}\". Declared tools: {}",
+                "Unknown tool \"{}\". Declared tools: {}",
+                output::quote(name),
                 names.join(", ")
             ));
         };

@@ -155,6 +155,34 @@ fn the_error_answer_to_a_huge_bad_line_is_short_and_names_its_length() {
     }
 }
 
+/// An unknown tool name is bad input too: the answer shows a short, marked prefix of it.
+#[test]
+fn the_answer_to_a_huge_unknown_tool_name_is_short() {
+    let cordon = Cordon::new();
+    let name = "x".repeat(1 << 20);
+    let run = cordon.run_with_stdin(&["session"], call(&name, json!({})).to_string());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.len() < 2048, "{} bytes", run.stdout.len());
+    let answer: Value = serde_json::from_str(&run.stdout).unwrap();
+    let quoted = format!(
+        "{} … ({} more characters, {} in all)",
+        &name[..100],
+        name.len() - 100,
+        name.len()
+    );
+    assert_eq!(answer["status"], "failed");
+    assert!(
+        answer["output"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("Unknown tool \"{quoted}\". Declared tools: ")),
+        "{answer}"
+    );
+    let display = answer["display"].as_str().unwrap();
+    assert!(display.starts_with(&format!("❓ {quoted}\n")), "{display}");
+    assert_eq!(answer["acp"]["title"], quoted);
+}
+
 #[test]
 fn end_of_input_ends_the_session_with_status_0() {
     let run = Cordon::new().run_with_stdin(&["session"], "");

@@ -17,10 +17,14 @@ use agent_client_protocol::v1::schema::{PermissionOption, ToolCall, ToolCallStat
 use serde_json::Value;
 
 use crate::bindings::Kind;
+use crate::output;
 use crate::runtime::{Call, Outcome, Runtime};
 use counters::Counters;
 use display::Display;
 use loops::LoopDetector;
+
+/// The icon of a call to a tool that is not declared.
+const UNKNOWN: &str = "❓";
 
 /// How calls that need permission (kinds edit, delete, move, execute) are decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -145,11 +149,12 @@ impl<'r> Session<'r> {
         let value: Value = serde_json::from_str(input).unwrap_or(Value::Null);
         let found = runtime.tool(tool).map(|(_, t)| t);
         let declaration = found.map(|t| &t.declaration);
+        // An unknown name is bad input, shown as a short prefix: it can be megabytes long.
         let (header, icon) = match declaration {
             Some(d) => (display::header(d, &value), display::escape(&d.display.icon)),
             None => (
-                display::escape(&format!("❓ {tool}")).into_owned(),
-                "❓".into(),
+                display::escape(&format!("{UNKNOWN} {}", output::quote(tool))).into_owned(),
+                UNKNOWN.into(),
             ),
         };
         // The title is the header without the icon: escaped alike, for a client's screen.
