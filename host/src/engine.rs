@@ -15,6 +15,7 @@ use wasmtime::component::Component;
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::Error;
+use crate::workers::Workers;
 
 /// Environment variable that overrides where compiled components are cached.
 pub const CACHE_DIR_ENV: &str = "CORDON_CACHE_DIR";
@@ -27,6 +28,7 @@ pub const TICK: Duration = Duration::from_millis(10);
 pub struct Engine {
     engine: wasmtime::Engine,
     cache: Option<PathBuf>,
+    workers: Workers,
 }
 
 impl Engine {
@@ -60,12 +62,21 @@ impl Engine {
                 }
             })
             .map_err(|e| Error::Engine(format!("cannot start the deadline timer: {e}")))?;
-        Ok(Engine { engine, cache })
+        Ok(Engine {
+            engine,
+            cache,
+            workers: Workers::default(),
+        })
     }
 
     /// The wasmtime engine.
     pub fn wasmtime(&self) -> &wasmtime::Engine {
         &self.engine
+    }
+
+    /// The threads plugin calls run on.
+    pub(crate) fn workers(&self) -> &Workers {
+        &self.workers
     }
 
     /// Where compiled components are cached, if anywhere.
