@@ -11,4 +11,5 @@ mod plugins;
 mod python;
 mod read_skill;
 mod session;
+mod special_files;
 mod util;
