@@ -199,51 +199,79 @@ fn in_open(pid: u32) -> bool {
     })
 }
 
+/// `cordon mcp` on the stuck plugin, initialized, with a call of `open_path` on the FIFO
+/// (id 2) under way.
+struct Mcp {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    messages: mpsc::Receiver<Value>,
+}
+
+impl Mcp {
+    fn stuck(cordon: &Cordon, fifo: &str) -> Self {
+        let mut child = cordon
+            .command()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let (message, messages) = mpsc::channel::<Value>();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let _ = message.send(serde_json::from_str(&line).unwrap());
+            }
+        });
+        let mut mcp = Mcp {
+            child,
+            stdin,
+            messages,
+        };
+        mcp.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
+        assert_eq!(mcp.next()["id"], 1);
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "open_path", "arguments": {"path": fifo}}}));
+        // Go on only once the open is under way, so nothing sent next slips in before it.
+        let started = Instant::now();
+        while !in_open(mcp.child.id()) && started.elapsed() < STUCK {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        mcp
+    }
+
+    fn send(&mut self, message: Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+    }
+
+    fn next(&self) -> Value {
+        self.messages
+            .recv_timeout(STUCK)
+            .expect("cordon mcp did not answer")
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn an_mcp_ping_is_answered_while_a_call_is_stuck_opening_a_fifo() {
     let (cordon, _dir, fifo) = stuck_plugin(2);
-    let mut child = cordon
-        .command()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut stdin = child.stdin.take().unwrap();
-    let (message, messages) = mpsc::channel::<Value>();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    std::thread::spawn(move || {
-        for line in stdout.lines().map_while(Result::ok) {
-            let _ = message.send(serde_json::from_str(&line).unwrap());
-        }
-    });
-    let mut send = |message: Value| writeln!(stdin, "{message}").unwrap();
-    let next = || {
-        messages
-            .recv_timeout(STUCK)
-            .expect("cordon mcp did not answer")
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}}),
-    );
-    assert_eq!(next()["id"], 1);
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "open_path", "arguments": {"path": fifo}}}));
-    // Ping only once the open is under way, so the ping cannot slip in before it.
-    let started = Instant::now();
-    while !in_open(pid) && started.elapsed() < STUCK {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    send(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
-    let first = next();
-    let second = next();
-    let _ = child.kill();
-    let _ = child.wait();
+    let mut mcp = Mcp::stuck(&cordon, &fifo);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}));
+    let first = mcp.next();
+    let second = mcp.next();
     assert_eq!(first["id"], 3, "the ping is answered first: {first}");
     assert!(first["result"].is_object(), "{first}");
     assert_eq!(second["id"], 2, "{second}");
@@ -252,6 +280,37 @@ fn an_mcp_ping_is_answered_while_a_call_is_stuck_opening_a_fifo() {
         second["result"]["content"][0]["text"],
         "the hostile plugin ran past its 2 s limit and was stopped; the call had no result"
     );
+}
+
+#[test]
+fn a_cancelled_mcp_call_stuck_opening_a_fifo_does_not_hold_up_the_next_call() {
+    // A deadline past the test's patience (the user's consent allows it): only the
+    // cancellation lets call 3 run.
+    let (cordon, dir, fifo) = stuck_plugin(120);
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, "[plugins.hostile]\nmax_timeout_secs = 120\n").unwrap();
+    let cordon = cordon.with_args(&["--config", config.to_str().unwrap()]);
+    cordon.write("a.txt", "one\n");
+    let mut mcp = Mcp::stuck(&cordon, &fifo);
+    mcp.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "the user gave up"}}),
+    );
+    mcp.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "read_file", "arguments": {"path": "a.txt"}}}));
+    let answer = loop {
+        let message = mcp.next();
+        if message["id"] == 3 {
+            break message;
+        }
+        assert_eq!(message["id"], 2, "{message}");
+        assert_eq!(
+            message["error"]["message"], "the open_path call was cancelled",
+            "{message}"
+        );
+    };
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "one\n");
 }
 
 const MIB: usize = 1 << 20;
