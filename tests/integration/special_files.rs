@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -46,14 +46,7 @@ fn wait_unstuck(mut child: Child, what: &str) -> Run {
 
 /// Runs `cordon session` on `requests` (one per line) and returns its answers, in order.
 fn session(cordon: &Cordon, requests: &[Value]) -> Vec<Value> {
-    let mut child = cordon
-        .command()
-        .arg("session")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = cordon.spawn(&["session"]);
     let input: String = requests.iter().map(|r| format!("{r}\n")).collect();
     child
         .stdin
@@ -117,24 +110,16 @@ fn the_file_tools_refuse_a_fifo_a_socket_and_a_device_at_once_and_change_nothing
                 "{tool} {path}"
             );
         }
-        let link = answers.next().unwrap();
-        assert_eq!(link["status"], "failed", "{tool}: {link}");
-        assert!(
-            link["output"]
-                .as_str()
-                .unwrap()
-                .starts_with("zero cannot be accessed: it goes through the symbolic link zero"),
-            "{tool}: {link}"
-        );
-        let absolute = answers.next().unwrap();
-        assert_eq!(absolute["status"], "failed", "{tool}: {absolute}");
-        assert!(
-            absolute["output"]
-                .as_str()
-                .unwrap()
-                .starts_with("/dev/zero is outside the workspace"),
-            "{tool}: {absolute}"
-        );
+        // /dev/zero itself is out of reach, through a link or named outright.
+        for start in [
+            "zero cannot be accessed: it goes through the symbolic link zero",
+            "/dev/zero is outside the workspace",
+        ] {
+            let answer = answers.next().unwrap();
+            assert_eq!(answer["status"], "failed", "{tool}: {answer}");
+            let output = answer["output"].as_str().unwrap();
+            assert!(output.starts_with(start), "{tool}: {output}");
+        }
     }
     let kind = |name: &str| {
         std::fs::symlink_metadata(cordon.path(name))
@@ -209,14 +194,7 @@ struct Mcp {
 
 impl Mcp {
     fn stuck(cordon: &Cordon, fifo: &str) -> Self {
-        let mut child = cordon
-            .command()
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = cordon.spawn(&["mcp"]);
         let stdin = child.stdin.take().unwrap();
         let (message, messages) = mpsc::channel::<Value>();
         let stdout = BufReader::new(child.stdout.take().unwrap());

@@ -1,7 +1,7 @@
 //! The harness: a throwaway workspace and a way to run `cordon` in it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use tempfile::TempDir;
 
@@ -96,17 +96,21 @@ impl Cordon {
         self.run(&["call", tool, &input.to_string()])
     }
 
-    /// Runs `cordon <args>` with `stdin` as standard input.
-    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
-        use std::io::Write;
-        let mut child = self
-            .command()
+    /// Starts `cordon <args>` with its standard input, output and error piped.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command()
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn cordon");
+            .expect("spawn cordon")
+    }
+
+    /// Runs `cordon <args>` with `stdin` as standard input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        use std::io::Write;
+        let mut child = self.spawn(args);
         child
             .stdin
             .take()
