@@ -25,6 +25,7 @@ use wasmtime::component::Component;
 use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::Error;
+use crate::workers::Workers;
 
 /// Environment variable that overrides where compiled components are cached.
 pub const CACHE_DIR_ENV: &str = "CORDON_CACHE_DIR";
@@ -46,6 +47,7 @@ pub struct Cache {
 pub struct Engine {
     engine: wasmtime::Engine,
     cache: Option<Artifacts>,
+    workers: Workers,
 }
 
 /// The compile cache in use: its directory and its key.
@@ -104,12 +106,21 @@ impl Engine {
                 }
             })
             .map_err(|e| Error::Engine(format!("cannot start the deadline timer: {e}")))?;
-        Ok(Engine { engine, cache })
+        Ok(Engine {
+            engine,
+            cache,
+            workers: Workers::default(),
+        })
     }
 
     /// The wasmtime engine.
     pub fn wasmtime(&self) -> &wasmtime::Engine {
         &self.engine
+    }
+
+    /// The threads plugin calls run on.
+    pub(crate) fn workers(&self) -> &Workers {
+        &self.workers
     }
 
     /// Where compiled components are cached, if anywhere.

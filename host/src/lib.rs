@@ -24,6 +24,7 @@ pub mod schema;
 pub mod session;
 pub mod shell;
 mod state;
+mod workers;
 
 pub use error::Error;
 pub use runtime::{Options, Outcome, Runtime};

@@ -22,6 +22,7 @@ use crate::grants::Grants;
 use crate::manifest::Limits;
 use crate::schema::InputSchema;
 use crate::state::State;
+use crate::workers::Workers;
 
 /// Where a plugin came from.
 #[derive(Clone, Debug)]
@@ -87,12 +88,18 @@ pub fn effective_kind(declared: Kind, grants: &Grants) -> Kind {
 
 /// A loaded plugin, ready to run calls.
 pub struct Plugin {
-    name: String,
+    core: Arc<Core>,
     source: Source,
+    tools: Vec<Tool>,
+    workers: Workers,
+}
+
+/// What a call needs to start an instance, shared with the worker thread that runs it.
+struct Core {
+    name: String,
     pre: PluginWithCapabilitiesPre<State>,
     grants: Arc<Grants>,
     roots: Arc<Roots>,
-    tools: Vec<Tool>,
     limits: Limits,
 }
 
@@ -129,16 +136,16 @@ impl Plugin {
             path: grants.cwd.clone(),
             source,
         })?;
-        let mut plugin = Plugin {
+        let core = Core {
             name: name.to_string(),
-            source,
             pre,
             grants: Arc::new(grants),
             roots: Arc::new(roots),
-            tools: Vec::new(),
             limits,
         };
-        let declarations = plugin.declarations().await.map_err(load_error)?;
+        // Once, at load: it may run on the front door's thread.
+        let declarations = core.declarations().await.map_err(load_error)?;
+        let mut tools = Vec::with_capacity(declarations.len());
         for declaration in declarations {
             let schema = InputSchema::compile(&declaration.input_schema).map_err(|reason| {
                 Error::Schema {
@@ -147,18 +154,23 @@ impl Plugin {
                     reason,
                 }
             })?;
-            plugin.tools.push(Tool {
-                kind: effective_kind(declaration.kind, &plugin.grants),
+            tools.push(Tool {
+                kind: effective_kind(declaration.kind, &core.grants),
                 declaration,
                 schema,
             });
         }
-        Ok(plugin)
+        Ok(Plugin {
+            core: Arc::new(core),
+            source,
+            tools,
+            workers: engine.workers().clone(),
+        })
     }
 
     /// The plugin's name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
 
     /// Where it came from.
@@ -168,12 +180,12 @@ impl Plugin {
 
     /// What it was granted.
     pub fn grants(&self) -> &Grants {
-        &self.grants
+        &self.core.grants
     }
 
     /// The bounds on each call.
     pub fn limits(&self) -> Limits {
-        self.limits
+        self.core.limits
     }
 
     /// The tools it declared.
@@ -184,13 +196,42 @@ impl Plugin {
     /// Runs one call of `tool` in a fresh instance, within the plugin's deadline and memory.
     /// An error is a trap, a limit reached or a failure to instantiate, already worded for the
     /// model.
+    ///
+    /// The call runs on a worker thread (see the `workers` module) and this waits for it under
+    /// the deadline, so a call held in a system call (a FIFO being opened) neither blocks the
+    /// caller's thread nor outlives its deadline: it is abandoned, its thread ends when the
+    /// system call does.
     pub async fn call(&self, tool: &str, input: &str, context: Context) -> Result<Outcome, String> {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let core = self.core.clone();
+        let (owned_tool, input) = (tool.to_string(), input.to_string());
+        let handle = tokio::runtime::Handle::current();
+        self.workers
+            .run(move || {
+                let result = handle.block_on(core.run(&owned_tool, &input, context));
+                // Nobody waits any more when the caller gave up (deadline, cancellation).
+                let _ = answer.send(result);
+            })
+            .map_err(|e| format!("the {} plugin could not be started: {e}", self.core.name))?;
+        match tokio::time::timeout(self.core.limits.timeout + TICK, answered).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(format!(
+                "the {} plugin crashed while running {tool}: its thread ended without an answer",
+                self.core.name
+            )),
+            Err(_) => Err(self.core.over_time()),
+        }
+    }
+}
+
+impl Core {
+    async fn run(&self, tool: &str, input: &str, context: Context) -> Result<Outcome, String> {
         let (mut store, instance) = self
             .instantiate(context.dry_run)
             .await
             .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
-        // The epoch deadline stops a guest spinning in wasm; the timer also covers a call
-        // stuck in the host, one tick later.
+        // The epoch deadline stops a guest spinning in wasm; the timer also stops a call
+        // waiting in the host (a shell command), one tick later, dropping what it waits on.
         let call = instance
             .cordon_tool_tool()
             .call_call(&mut store, tool, input, &context);
@@ -199,17 +240,12 @@ impl Plugin {
         if !printed.is_empty() {
             tracing::debug!(plugin = %self.name, "plugin printed: {printed}");
         }
-        let over_time = || {
-            format!(
-                "the {} plugin ran past its {} s limit and was stopped; the call had no result",
-                self.name,
-                self.limits.timeout.as_secs_f64()
-            )
-        };
         match result {
             Ok(Ok(outcome)) => Ok(outcome),
-            Err(_) => Err(over_time()),
-            Ok(Err(e)) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => Err(over_time()),
+            Err(_) => Err(self.over_time()),
+            Ok(Err(e)) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
+                Err(self.over_time())
+            }
             Ok(Err(_)) if store.data().limiter.exceeded => Err(format!(
                 "the {} plugin needed more than its {} MiB of memory and was stopped; the call had no result",
                 self.name,
@@ -221,6 +257,14 @@ impl Plugin {
                 e.root_cause()
             )),
         }
+    }
+
+    fn over_time(&self) -> String {
+        format!(
+            "the {} plugin ran past its {} s limit and was stopped; the call had no result",
+            self.name,
+            self.limits.timeout.as_secs_f64()
+        )
     }
 
     async fn declarations(&self) -> wasmtime::Result<Vec<Declaration>> {
@@ -245,6 +289,12 @@ impl Plugin {
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(ticks(self.limits.timeout));
+        // What the plugin hands the host in one go (a call's outcome, a file for
+        // `files.replace`) is copied into the host's memory, within this "hostcall fuel".
+        // wasmtime's default (128 MiB) is below what a file tool legitimately returns (an edit
+        // of a large file: its old and new texts). The plugin's memory bound is the natural
+        // bound: it cannot hand over more than it may hold, and the user granted that much.
+        store.set_hostcall_fuel(self.limits.memory);
         let instance = self.pre.instantiate_async(&mut store).await?;
         Ok((store, instance))
     }

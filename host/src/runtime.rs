@@ -47,6 +47,11 @@ pub struct Options {
     pub diffs: bool,
 }
 
+/// The most bytes a call's input may have; a larger one is refused before any plugin runs.
+/// The plugin holds the input twice (as text and parsed) and a file tool hands it back in its
+/// outcome (the new text of a file), all within a built-in's 1 GiB of memory.
+pub const MAX_INPUT_BYTES: usize = 64 << 20;
+
 /// The default for [`Options::max_output`].
 pub const DEFAULT_MAX_OUTPUT: usize = 30_000;
 
@@ -356,6 +361,14 @@ impl Runtime {
                 names.join(", ")
             ));
         };
+        if input.len() > MAX_INPUT_BYTES {
+            return Err(format!(
+                "The input for {name} is {:.1} MiB, more than the {} MiB a call may carry; send \
+                 less in one call (a file this large is better produced by a command)",
+                input.len() as f64 / f64::from(1 << 20),
+                MAX_INPUT_BYTES >> 20
+            ));
+        }
         let value: Value = serde_json::from_str(input)
             .map_err(|e| format!("The input for {name} is not valid JSON: {e}"))?;
         if !value.is_object() {

@@ -12,5 +12,6 @@ mod plugins;
 mod python;
 mod read_skill;
 mod session;
+mod special_files;
 mod terminal;
 mod util;

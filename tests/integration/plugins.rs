@@ -8,8 +8,7 @@ use serde_json::json;
 
 use crate::util::{Cordon, plugin_dir, wasm_components};
 
-const HOSTILE_TOOLS: &str =
-    r#"tools = ["spin", "hog", "flood", "crash", "read_path", "write_path", "sneak", "env"]"#;
+const HOSTILE_TOOLS: &str = r#"tools = ["spin", "hog", "flood", "crash", "read_path", "write_path", "sneak", "open_path", "env"]"#;
 
 fn component(package: &str) -> PathBuf {
     wasm_components(&[package]).join(format!("{package}.wasm"))
@@ -26,7 +25,7 @@ fn refused_at_load(name: &str, package: &str, manifest: &str) -> String {
 }
 
 /// A workspace with the hostile plugin loaded under `manifest` (after the tools line).
-fn hostile(manifest: &str) -> (Cordon, tempfile::TempDir) {
+pub(crate) fn hostile(manifest: &str) -> (Cordon, tempfile::TempDir) {
     let dir = plugin_dir(
         "hostile",
         &component("hostile"),

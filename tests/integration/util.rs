@@ -1,7 +1,7 @@
 //! The harness: a throwaway workspace and a way to run `cordon` in it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 use tempfile::TempDir;
 
@@ -96,18 +96,22 @@ impl Cordon {
         self.run(&["call", tool, &input.to_string()])
     }
 
-    /// Runs `cordon <args>` with `stdin` as standard input. The input is fed while the output
-    /// is read, so that a large answer to an early line cannot stall both sides.
-    pub fn run_with_stdin(&self, args: &[&str], stdin: impl AsRef<[u8]>) -> Run {
-        use std::io::Write;
-        let mut child = self
-            .command()
+    /// Starts `cordon <args>` with its standard input, output and error piped.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command()
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn cordon");
+            .expect("spawn cordon")
+    }
+
+    /// Runs `cordon <args>` with `stdin` as standard input. The input is fed while the output
+    /// is read, so that a large answer to an early line cannot stall both sides.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: impl AsRef<[u8]>) -> Run {
+        use std::io::Write;
+        let mut child = self.spawn(args);
         let mut pipe = child.stdin.take().unwrap();
         let stdin = stdin.as_ref().to_vec();
         // A cordon that stops reading early shows in what it printed and its exit status.

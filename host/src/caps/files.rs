@@ -124,6 +124,12 @@ pub fn replace(roots: &Roots, path: &Path, contents: &[u8]) -> Result<(), Replac
     }
     let existing = match dir.metadata(&target) {
         Ok(meta) if meta.is_dir() => return Err(ReplaceError::IsDirectory(shown)),
+        // A FIFO, socket or device is not replaced by a file.
+        Ok(meta) if !meta.is_file() => {
+            return Err(ReplaceError::Io(format!(
+                "{shown} is not a regular file (it is a named pipe, a socket or a device)"
+            )));
+        }
         Ok(meta) => Some(meta.permissions()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(classify(&shown, e)),
@@ -384,5 +390,20 @@ mod tests {
         );
         assert!(!root.join("cache/new").exists());
         replace(&roots, &root.join("other.txt"), b"x").unwrap();
+    }
+
+    #[test]
+    fn refuses_to_replace_a_fifo() {
+        let (ws, roots) = setup();
+        let fifo = ws.path().canonicalize().unwrap().join("p");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(matches!(
+            replace(&roots, &fifo, b"x"),
+            Err(ReplaceError::Io(m)) if m.ends_with("is not a regular file (it is a named pipe, a socket or a device)")
+        ));
+        let meta = std::fs::symlink_metadata(&fifo).unwrap();
+        assert!(std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()));
     }
 }

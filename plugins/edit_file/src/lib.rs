@@ -101,7 +101,7 @@ fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
     let given = input.path.as_str();
     let abs = path::resolve(&context.cwd, given)?;
     let location = textfile::display(&abs);
-    let bytes = textfile::read_existing(Path::new(&context.cwd), &abs, given)?
+    let bytes = textfile::read_existing(Path::new(&context.cwd), &abs, given, EditFile::NAME)?
         .ok_or_else(|| textfile::missing(given))?;
     let original = String::from_utf8(bytes).map_err(|_| {
         format!("{given} is not UTF-8 text; edit_file edits text files only. Nothing was written.")

@@ -2,7 +2,7 @@
 //! same way: the turn counter, the messages for common failures, reading an existing file and
 //! replacing it through the host.
 
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use crate::diff::LineDiff;
@@ -108,16 +108,73 @@ fn first_link(root: &Path, abs: &Path) -> Option<PathBuf> {
     None
 }
 
-/// Reads the file at `abs` (resolved from `given`, inside `root`): none when it does not
-/// exist, the failure text when it is a directory or cannot be read.
-pub fn read_existing(root: &Path, abs: &Path, given: &str) -> Result<Option<Vec<u8>>, String> {
+/// The largest existing file `write_file` and `edit_file` take in. Each holds the file, its new
+/// text and the diff of the two in the plugin's memory and hands both texts back to the host;
+/// the host's bound on a call's input is the same 64 MiB.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// The failure for a path that is neither a regular file nor a directory.
+pub fn not_regular(given: &str, tool: &str) -> String {
+    format!(
+        "{given} is not a regular file (it is a named pipe, a socket or a device); {tool} works \
+         on regular files only"
+    )
+}
+
+/// The failure for an existing file over [`MAX_FILE_BYTES`], `size` bytes long.
+pub fn too_large(given: &str, size: u64, tool: &str) -> String {
+    format!(
+        "{given} is {:.1} MiB, more than the {} MiB {tool} works on; change a file this large \
+         with a command instead. Nothing was written.",
+        size as f64 / f64::from(1 << 20),
+        MAX_FILE_BYTES >> 20
+    )
+}
+
+/// What is at `abs` (resolved from `given`, inside `root`), looked at without opening it: none
+/// when nothing is there, the failure text when it is a directory, not a regular file (for
+/// `tool`'s message) or cannot be looked at. Only a regular file is safe to open: opening a
+/// FIFO waits for a writer, and a device's content may never end.
+pub fn regular_file(
+    root: &Path,
+    abs: &Path,
+    given: &str,
+    tool: &str,
+) -> Result<Option<std::fs::Metadata>, String> {
     match std::fs::metadata(abs) {
-        Ok(meta) if meta.is_dir() => return Err(directory(given)),
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(describe(root, abs, given, &e)),
+        Ok(meta) if meta.is_dir() => Err(directory(given)),
+        Ok(meta) if !meta.is_file() => Err(not_regular(given, tool)),
+        Ok(meta) => Ok(Some(meta)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(describe(root, abs, given, &e)),
     }
-    match std::fs::read(abs) {
+}
+
+/// Reads the file at `abs` (resolved from `given`, inside `root`) for `tool`: none when it does
+/// not exist, the failure text when it is not a regular file, is over [`MAX_FILE_BYTES`] or
+/// cannot be read.
+pub fn read_existing(
+    root: &Path,
+    abs: &Path,
+    given: &str,
+    tool: &str,
+) -> Result<Option<Vec<u8>>, String> {
+    let Some(meta) = regular_file(root, abs, given, tool)? else {
+        return Ok(None);
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_large(given, meta.len(), tool));
+    }
+    let read = |file: std::fs::File| {
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        // One byte past the bound tells a file that grew since it was looked at.
+        file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    match std::fs::File::open(abs).and_then(read) {
+        Ok(bytes) if bytes.len() as u64 > MAX_FILE_BYTES => {
+            Err(too_large(given, bytes.len() as u64, tool))
+        }
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == io::ErrorKind::IsADirectory => Err(directory(given)),
         Err(e) => Err(describe(root, abs, given, &e)),

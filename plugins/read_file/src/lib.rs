@@ -1,10 +1,11 @@
 //! The `read_file` tool: shows a text file of the workspace, whole or a range of lines.
 //!
 //! The file is streamed and reading stops after the last line asked for (or once the output
-//! passes what the host keeps), so reading the head of a large file stays cheap.
+//! passes what the host keeps, even inside a line), so reading the head of a large file stays
+//! cheap. Only a regular file is opened: a FIFO or a device could block or never end.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Seek};
 use std::path::Path;
 
 use cordon_kit::textfile::{self, count};
@@ -89,14 +90,12 @@ fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
     }
     let abs = path::resolve(&context.cwd, given)?;
     let root = Path::new(&context.cwd);
-    match std::fs::metadata(&abs) {
-        Ok(meta) if meta.is_dir() => return Err(textfile::directory(given)),
-        Ok(_) => {}
-        Err(e) => return Err(open_error(root, &abs, given, &e)),
-    }
+    let meta = textfile::regular_file(root, &abs, given, ReadFile::NAME)?
+        .ok_or_else(|| textfile::missing(given))?;
     let file = File::open(&abs).map_err(|e| open_error(root, &abs, given, &e))?;
     let limit = textfile::output_limit(context.max_output);
-    let shown = match read_range(&mut BufReader::new(file), input.start, input.end, limit) {
+    let mut reader = BufReader::new(file);
+    let shown = match read_range(&mut reader, input.start, input.end, limit) {
         Ok(shown) => shown,
         Err(ReadError::NotUtf8) => {
             return Err(format!(
@@ -114,7 +113,12 @@ fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
     };
     let line = (input.start > 0).then(|| u32::try_from(input.start).unwrap_or(u32::MAX));
     let (output, trailer) = render(&shown, input.numbered, limit);
-    let outcome = Outcome::success(output).with_location(textfile::display(&abs), line);
+    let mut outcome = Outcome::success(output).with_location(textfile::display(&abs), line);
+    if shown.cut_shown() {
+        // The host's truncation notice then counts the part of the file never read.
+        let read = reader.stream_position().unwrap_or(meta.len());
+        outcome.omitted_bytes = meta.len().saturating_sub(read);
+    }
     Ok(match trailer {
         Some(trailer) => outcome.with_trailer(trailer),
         None => outcome,
@@ -140,6 +144,16 @@ struct Shown {
     complete: bool,
     /// Whether the last line read is the file's last line.
     reaches_end: bool,
+    /// Whether reading stopped inside the last line read, past the output limit.
+    cut: bool,
+}
+
+impl Shown {
+    /// Whether the output ends in a line cut where reading stopped. A cut line holds more
+    /// characters than the limit left, so it is shown only as the one line shown.
+    fn cut_shown(&self) -> bool {
+        self.cut && self.lines.len() == 1
+    }
 }
 
 #[derive(Debug)]
@@ -156,7 +170,8 @@ impl From<io::Error> for ReadError {
 }
 
 /// Reads lines `start..=end` (1-based; 0 = from the first / to the last) from `reader`, reading
-/// nothing past line `end`, and stopping once the lines read pass `limit` characters.
+/// nothing past line `end`, and stopping once the lines read pass `limit` characters, inside a
+/// line if need be.
 fn read_range<R: BufRead>(
     reader: &mut R,
     start: u64,
@@ -166,23 +181,37 @@ fn read_range<R: BufRead>(
     let first = start.max(1);
     let last = if end == 0 { u64::MAX } else { end };
     let mut number = 0u64;
-    let mut buf = Vec::new();
+    while number + 1 < first && skip_line(reader)? {
+        number += 1;
+    }
     let mut lines = Vec::new();
     let mut chars = 0usize;
     let mut complete = true;
+    let mut cut = false;
     loop {
-        buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
+        // Enough bytes for more characters than the limit leaves, however wide they are.
+        let room = limit
+            .saturating_sub(chars)
+            .saturating_add(1)
+            .saturating_mul(4);
+        let mut buf = Vec::new();
+        let ended = read_line(reader, &mut buf, room)?;
+        if buf.is_empty() {
             break;
         }
         number += 1;
-        if number < first {
-            std::str::from_utf8(&buf).map_err(|_| ReadError::NotUtf8)?;
-            continue;
-        }
-        let line = String::from_utf8(std::mem::take(&mut buf)).map_err(|_| ReadError::NotUtf8)?;
+        let line = if ended {
+            String::from_utf8(buf).map_err(|_| ReadError::NotUtf8)?
+        } else {
+            text_before_cut(buf)?
+        };
         chars += line.chars().count();
         lines.push(line);
+        if !ended {
+            cut = true;
+            complete = false;
+            break;
+        }
         if number >= last {
             break;
         }
@@ -202,7 +231,73 @@ fn read_range<R: BufRead>(
         lines,
         complete: complete || reaches_end,
         reaches_end,
+        cut,
     })
+}
+
+/// How much of a skipped line is held at a time.
+const SKIP_PIECE: usize = 64 * 1024;
+
+/// Reads past the current line, checking that it is UTF-8, a piece at a time: a line may be
+/// longer than the plugin's memory. Whether there was a line.
+fn skip_line<R: BufRead>(reader: &mut R) -> Result<bool, ReadError> {
+    let mut buf = Vec::new();
+    let mut any = false;
+    loop {
+        let ended = read_line(reader, &mut buf, SKIP_PIECE)?;
+        any |= !buf.is_empty();
+        // A character cut at the end of a piece is checked with the next piece.
+        let valid = match std::str::from_utf8(&buf) {
+            Ok(_) => buf.len(),
+            Err(e) if e.error_len().is_none() && !ended => e.valid_up_to(),
+            Err(_) => return Err(ReadError::NotUtf8),
+        };
+        buf.drain(..valid);
+        if ended {
+            return Ok(any);
+        }
+    }
+}
+
+/// Appends the rest of the current line to `buf`, its newline included, but no more than
+/// `max` bytes of it; whether the line ended (at a newline or the end of the file) within them.
+fn read_line<R: BufRead>(reader: &mut R, buf: &mut Vec<u8>, max: usize) -> io::Result<bool> {
+    let mut taken = 0;
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            return Ok(true);
+        }
+        let room = &available[..available.len().min(max - taken)];
+        let (piece, ended) = match memchr::memchr(b'\n', room) {
+            Some(i) => (&room[..=i], true),
+            None => (room, false),
+        };
+        buf.extend_from_slice(piece);
+        let n = piece.len();
+        reader.consume(n);
+        taken += n;
+        if ended {
+            return Ok(true);
+        }
+        if taken == max {
+            return Ok(reader.fill_buf()?.is_empty());
+        }
+    }
+}
+
+/// The text of a line cut after `bytes`, less a character the cut split.
+fn text_before_cut(bytes: Vec<u8>) -> Result<String, ReadError> {
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        Err(e) if e.utf8_error().error_len().is_none() => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).map_err(|_| ReadError::NotUtf8)
+        }
+        Err(_) => Err(ReadError::NotUtf8),
+    }
 }
 
 /// The output for `shown`, numbered or not, in whole lines within `limit` characters (at least
@@ -240,6 +335,13 @@ fn render(shown: &Shown, numbered: bool, limit: usize) -> (String, Option<String
     }
     let trailer = cut.then(|| {
         let last = shown.first + kept.max(1) - 1;
+        if shown.cut_shown() {
+            return format!(
+                "[output limit reached: line {last} is longer than the limit and only its start \
+                 is shown; continue with start {}]",
+                last + 1
+            );
+        }
         let lines = if last == shown.first {
             format!("line {last}")
         } else {
@@ -379,5 +481,51 @@ mod tests {
             render(&shown, false, 19),
             ("line 999\nline 1000\n".into(), None)
         );
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_cut_where_reading_stops_never_inside_a_character() {
+        let text = format!("a{}\nnext\n", "é".repeat(100));
+        let shown = read_range(&mut text.as_bytes(), 0, 0, 10).unwrap();
+        // 44 bytes read: the "a" and 21 whole "é", the half of the 22nd dropped.
+        assert_eq!(shown.lines, [format!("a{}", "é".repeat(21))]);
+        assert!(shown.cut_shown() && !shown.complete && !shown.reaches_end);
+        let (out, trailer) = render(&shown, false, 10);
+        assert_eq!(out, shown.lines[0]);
+        assert_eq!(
+            trailer.as_deref(),
+            Some(
+                "[output limit reached: line 1 is longer than the limit and only its start is \
+                 shown; continue with start 2]"
+            )
+        );
+        // After a line that fits, the cut one is left for the next read.
+        let text = format!("short\n{}\n", "x".repeat(1000));
+        let shown = read_range(&mut text.as_bytes(), 0, 0, 10).unwrap();
+        assert!(shown.cut && !shown.cut_shown());
+        assert_eq!(
+            render(&shown, false, 10),
+            (
+                "short".into(),
+                Some("[output limit reached: line 1 shown; continue with start 2]".into())
+            )
+        );
+    }
+
+    #[test]
+    fn skipped_lines_are_checked_a_piece_at_a_time() {
+        // Pieces end inside a two-byte character.
+        let text = format!("a{}\nsecond\n", "é".repeat(SKIP_PIECE));
+        assert_eq!(read(&text, 2, 0, false).unwrap(), "second\n");
+        let mut bad = vec![b'a'; 3 * SKIP_PIECE];
+        bad.extend_from_slice(b"\xff\nsecond\n");
+        assert!(matches!(
+            read_range(&mut &bad[..], 2, 0, usize::MAX),
+            Err(ReadError::NotUtf8)
+        ));
+        assert!(matches!(
+            read_range(&mut &b"ok\n\xc3"[..], 3, 0, usize::MAX),
+            Err(ReadError::NotUtf8)
+        ));
     }
 }

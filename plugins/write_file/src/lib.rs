@@ -65,7 +65,7 @@ fn run(input: Input, context: &Context) -> Result<Outcome, String> {
     let abs = path::resolve(&context.cwd, given)?;
     let root = Path::new(&context.cwd);
     let location = textfile::display(&abs);
-    let old = textfile::read_existing(root, &abs, given)?;
+    let old = textfile::read_existing(root, &abs, given, WriteFile::NAME)?;
     if old.as_deref() == Some(input.content.as_bytes()) {
         return Ok(Outcome::success(unchanged(given)).with_location(location, None));
     }

@@ -182,7 +182,15 @@ impl ServerHandler for Server {
             return Err(ErrorData::invalid_params(text, None));
         }
         let mut ask = Elicit { peer: context.peer };
-        let report = self.session.lock().await.call(name, &input, &mut ask).await;
+        let call = async { self.session.lock().await.call(name, &input, &mut ask).await };
+        // A cancelled call is no longer waited for, as at its deadline: the calls after it
+        // need not wait for a plugin that may be stuck.
+        let report = tokio::select! {
+            report = call => report,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::internal_error(format!("the {name} call was cancelled"), None));
+            }
+        };
         let outcome = report.outcome;
         tracing::info!(
             "{} ({})",

@@ -182,6 +182,29 @@ impl Tool for Sneak {
     }
 }
 
+/// Opens any path it is given for reading, bypassing the kit's checks: on a FIFO without a
+/// writer the open waits, in the host, for as long as none comes.
+struct OpenPath;
+
+impl Tool for OpenPath {
+    type Input = PathInput;
+    const NAME: &'static str = "open_path";
+
+    fn declaration(_: &str) -> Option<Declaration> {
+        Some(declaration(
+            Self::NAME,
+            json!({"path": {"type": "string"}}),
+            &["path"],
+        ))
+    }
+
+    fn call(input: PathInput, _: &Context) -> Result<Outcome, String> {
+        std::fs::File::open(&input.path)
+            .map(|_| Outcome::success("opened"))
+            .map_err(|e| format!("open failed: {e}"))
+    }
+}
+
 /// Lists the environment it sees.
 struct Env;
 
@@ -199,4 +222,6 @@ impl Tool for Env {
     }
 }
 
-cordon_kit::export_tools!(Spin, Hog, Flood, Crash, ReadPath, WritePath, Sneak, Env);
+cordon_kit::export_tools!(
+    Spin, Hog, Flood, Crash, ReadPath, WritePath, Sneak, OpenPath, Env
+);
