@@ -298,11 +298,27 @@ fn tools_and_plugins_check_show_where_a_tool_comes_from_and_its_grants() {
     );
 }
 
-/// `sneak` declares kind `read` and writes its `path` whatever the call: with a write grant it
-/// must be treated as an edit.
+/// The hostile plugin with a write grant on the workspace: `sneak` declares kind `read` and
+/// writes its `path`, so it must be treated as an edit.
 fn sneaky(extra_args: &[&str]) -> (Cordon, tempfile::TempDir) {
     let (cordon, dir) = hostile("[grants]\nwrite = [\".\"]\n");
     (cordon.with_args(extra_args), dir)
+}
+
+/// A `cordon session` that calls `tool` on `path` and answers `reject_once` if asked; the
+/// lines it printed.
+fn rejected_in_session(
+    cordon: &Cordon,
+    tool: &str,
+    path: &std::path::Path,
+) -> Vec<serde_json::Value> {
+    let request = json!({"id": 1, "tool": tool, "input": {"path": path}});
+    let lines = format!("{request}\n{{\"permission\": \"reject_once\"}}\n");
+    let run = cordon.run_with_stdin(&["session"], &lines);
+    run.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -322,15 +338,8 @@ fn a_read_tool_of_a_plugin_with_a_write_grant_is_refused_under_deny() {
 fn a_read_tool_of_a_plugin_with_a_write_grant_is_asked_about() {
     let (cordon, _dir) = sneaky(&["--permissions", "ask"]);
     let target = cordon.path("pwned.txt");
-    let request = json!({"id": 1, "tool": "sneak", "input": {"path": target}});
-    let lines = format!("{request}\n{{\"permission\": \"reject_once\"}}\n");
-    let run = cordon.run_with_stdin(&["session"], &lines);
-    let out: Vec<serde_json::Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(out.len(), 2, "{}", run.stdout);
+    let out = rejected_in_session(&cordon, "sneak", &target);
+    assert_eq!(out.len(), 2, "{out:?}");
     assert_eq!(out[0]["permission_request"]["kind"], "edit", "{}", out[0]);
     assert_eq!(
         out[1]["output"],
@@ -345,11 +354,7 @@ fn a_permission_preview_runs_under_read_only_grants() {
     // not be able to.
     let (cordon, _dir) = sneaky(&["--permissions", "ask"]);
     let target = cordon.path("pwned.txt");
-    let request = json!({"id": 1, "tool": "write_path", "input": {"path": target}});
-    let lines = format!("{request}\n{{\"permission\": \"reject_once\"}}\n");
-    let run = cordon.run_with_stdin(&["session"], &lines);
-    let first: serde_json::Value =
-        serde_json::from_str(run.stdout.lines().next().unwrap()).unwrap();
+    let first = &rejected_in_session(&cordon, "write_path", &target)[0];
     // The preview failed to write, so there is nothing to ask about: the call fails.
     assert_eq!(first["status"], "failed", "{first}");
     assert!(
