@@ -4,8 +4,12 @@
 //! variable and no host capability. Directories are mounted at their real absolute paths, so a
 //! path means the same inside the plugin as outside.
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
 
 use crate::bindings::interface;
 
@@ -85,5 +89,60 @@ impl Grants {
             granted.push(interface::SHELL);
         }
         granted
+    }
+}
+
+/// Handles on a plugin's read-write directories, opened once when the plugin is loaded.
+#[derive(Default)]
+pub struct Roots(Vec<Root>);
+
+/// One read-write directory.
+pub(crate) struct Root {
+    path: PathBuf,
+    pub(crate) dir: Dir,
+    /// The protected paths inside it, relative to it. Resolution never leaves the directory,
+    /// so no other protected path can be reached through it.
+    protected: Vec<PathBuf>,
+}
+
+impl Roots {
+    /// Opens every read-write directory of `grants`.
+    pub fn open(grants: &Grants) -> io::Result<Self> {
+        let mut roots = Vec::new();
+        for dir in grants.dirs.iter().filter(|d| d.writable) {
+            roots.push(Root {
+                path: dir.path.clone(),
+                dir: Dir::open_ambient_dir(&dir.path, ambient_authority())?,
+                protected: grants
+                    .protected
+                    .iter()
+                    .filter_map(|p| Some(p.strip_prefix(&dir.path).ok()?.to_path_buf()))
+                    .collect(),
+            });
+        }
+        Ok(Roots(roots))
+    }
+
+    /// The grant `path` lies in (the deepest one) and the path relative to it.
+    pub(crate) fn locate<'a>(&'a self, path: &Path) -> Option<(&'a Root, PathBuf)> {
+        self.0
+            .iter()
+            .filter_map(|root| Some((root, path.strip_prefix(&root.path).ok()?.to_path_buf())))
+            .max_by_key(|(_, rel)| std::cmp::Reverse(rel.components().count()))
+    }
+}
+
+impl Root {
+    /// Whether `target` (relative, its last component no link) resolves into a protected path.
+    pub(crate) fn protects(&self, target: &Path) -> io::Result<bool> {
+        if self.protected.is_empty() {
+            return Ok(false);
+        }
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => self.dir.canonicalize(p)?,
+            _ => PathBuf::new(),
+        };
+        let resolved = parent.join(target.file_name().unwrap_or_default());
+        Ok(self.protected.iter().any(|p| resolved.starts_with(p)))
     }
 }

@@ -16,9 +16,9 @@ use crate::bindings::cordon::tool::types::{Context, Outcome};
 use crate::bindings::{
     Declaration, Kind, PluginWithCapabilities, PluginWithCapabilitiesPre, interface,
 };
-use crate::caps::{self, files::Roots};
+use crate::caps;
 use crate::engine::{Engine, TICK};
-use crate::grants::Grants;
+use crate::grants::{Grants, Roots};
 use crate::manifest::Limits;
 use crate::schema::InputSchema;
 use crate::state::State;

@@ -11,8 +11,8 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use crate::caps::files::Roots;
 use crate::grants::Grants;
+use crate::grants::Roots;
 
 /// How much of a plugin's stdout and stderr (together) is kept for the log.
 const CAPTURE_BYTES: usize = 64 * 1024;

@@ -2,7 +2,7 @@
 //!
 //! Confinement is by `cap-std`: every path is opened beneath a read-write grant's directory
 //! handle, and the kernel-backed resolution refuses `..` and symbolic links that lead out.
-//! cordon's own files ([`Grants::protected`]) are refused even inside a grant: the runtime
+//! cordon's own files ([`Grants::protected`](crate::grants::Grants::protected)) are refused even inside a grant: the runtime
 //! refuses to start with one there, so this holds should that check ever be bypassed.
 
 use std::ffi::OsStr;
@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, Permissions};
 use rustix::fs::{self, AtFlags, Mode, OFlags};
 use rustix::io::Errno;
@@ -21,63 +20,8 @@ use wasmtime::component::{Linker, WasmList};
 
 use crate::bindings::cordon::tool::files::ReplaceError;
 use crate::bindings::interface;
-use crate::grants::Grants;
+use crate::grants::Roots;
 use crate::state::State;
-
-/// Handles on a plugin's read-write directories, opened once when the plugin is loaded.
-#[derive(Default)]
-pub struct Roots(Vec<Root>);
-
-/// One read-write directory.
-struct Root {
-    path: PathBuf,
-    dir: Dir,
-    /// The protected paths inside it, relative to it. Resolution never leaves the directory,
-    /// so no other protected path can be reached through it.
-    protected: Vec<PathBuf>,
-}
-
-impl Roots {
-    /// Opens every read-write directory of `grants`.
-    pub fn open(grants: &Grants) -> io::Result<Self> {
-        let mut roots = Vec::new();
-        for dir in grants.dirs.iter().filter(|d| d.writable) {
-            roots.push(Root {
-                path: dir.path.clone(),
-                dir: Dir::open_ambient_dir(&dir.path, ambient_authority())?,
-                protected: grants
-                    .protected
-                    .iter()
-                    .filter_map(|p| Some(p.strip_prefix(&dir.path).ok()?.to_path_buf()))
-                    .collect(),
-            });
-        }
-        Ok(Roots(roots))
-    }
-
-    /// The grant `path` lies in (the deepest one) and the path relative to it.
-    fn locate<'a>(&'a self, path: &Path) -> Option<(&'a Root, PathBuf)> {
-        self.0
-            .iter()
-            .filter_map(|root| Some((root, path.strip_prefix(&root.path).ok()?.to_path_buf())))
-            .max_by_key(|(_, rel)| std::cmp::Reverse(rel.components().count()))
-    }
-}
-
-impl Root {
-    /// Whether `target` (relative, its last component no link) resolves into a protected path.
-    fn protects(&self, target: &Path) -> io::Result<bool> {
-        if self.protected.is_empty() {
-            return Ok(false);
-        }
-        let parent = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => self.dir.canonicalize(p)?,
-            _ => PathBuf::new(),
-        };
-        let resolved = parent.join(target.file_name().unwrap_or_default());
-        Ok(self.protected.iter().any(|p| resolved.starts_with(p)))
-    }
-}
 
 /// Links the capability. `replace` writes the new contents straight from the plugin's memory:
 /// the generated binding would first copy them into a buffer of the host's, which for a large
@@ -256,6 +200,8 @@ fn classify(shown: &str, error: io::Error) -> ReplaceError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grants::Grants;
+    use cap_std::ambient_authority;
     use std::os::unix::fs::PermissionsExt;
 
     fn setup() -> (tempfile::TempDir, Roots) {
