@@ -117,7 +117,7 @@ pub fn diff_sharing(
 fn diff_within(old: &str, new: &str, window: Window, max_chars: Option<usize>) -> LineDiff {
     // Lines before the window: the same number in both texts.
     let skip = window.lines_before;
-    let lines_after = crate::textfile::count_lines(&new[window.new.end..]);
+    let lines_after = crate::lines::count_lines(&new[window.new.end..]);
     let text_diff = TextDiff::configure()
         .algorithm(Algorithm::Myers)
         .timeout(DEADLINE)

@@ -14,6 +14,7 @@
 //! replacement).
 
 pub mod diff;
+pub mod lines;
 pub mod path;
 pub mod textfile;
 

@@ -32,12 +32,6 @@ pub fn count(n: usize, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })
 }
 
-/// The number of lines in `text`: the newlines, plus one for a last line without one.
-pub fn count_lines(text: &str) -> usize {
-    let newlines = memchr::memchr_iter(b'\n', text.as_bytes()).count();
-    newlines + usize::from(!text.is_empty() && !text.ends_with('\n'))
-}
-
 /// The absolute path as text, for outcome locations and diffs.
 pub fn display(abs: &Path) -> String {
     abs.to_string_lossy().into_owned()
@@ -203,16 +197,6 @@ pub fn replace(abs: &Path, given: &str, bytes: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lines_are_counted_with_or_without_a_final_newline() {
-        assert_eq!(count_lines(""), 0);
-        assert_eq!(count_lines("a"), 1);
-        assert_eq!(count_lines("a\n"), 1);
-        assert_eq!(count_lines("a\nb"), 2);
-        assert_eq!(count_lines("\n\n"), 2);
-        assert_eq!(count_lines("a\r\nb\r\n"), 2);
-    }
 
     #[test]
     fn a_long_diff_is_cut_at_a_line_with_a_trailer() {

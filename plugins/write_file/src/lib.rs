@@ -106,7 +106,7 @@ fn headline(
     change: &diff::LineDiff,
     dry_run: bool,
 ) -> String {
-    let lines = count(textfile::count_lines(content), "line", "lines");
+    let lines = count(cordon_kit::lines::count_lines(content), "line", "lines");
     let stats = format!("+{} -{} lines", change.added, change.deleted);
     match (created, dry_run) {
         (true, false) => format!("Created {given} ({lines})"),
