@@ -22,9 +22,11 @@ pub mod plugin;
 pub mod runtime;
 pub mod schema;
 pub mod session;
-pub mod shell;
 mod state;
 mod workers;
 
+/// The confined shell behind the `shell` capability, re-exported so that an embedder needs
+/// one dependency (and calls [`shell::run_helper_if_asked`] at the top of its `main`).
+pub use cordon_sandbox as shell;
 pub use error::Error;
 pub use runtime::{Options, Outcome, Runtime};

@@ -27,7 +27,7 @@ use loops::LoopDetector;
 const UNKNOWN: &str = "❓";
 
 /// How calls that need permission (kinds edit, delete, move, execute) are decided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// Run them.
     Allow,

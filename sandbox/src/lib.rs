@@ -1,10 +1,15 @@
-//! The shell capability: `bash -c <command>` run confined, bounded in time and output, and
-//! never outliving its call.
+//! cordon's confined shell: `bash -c <command>` run confined, bounded in time and output, and
+//! never outliving its call. It is the `shell` capability of cordon's plugins, and depends on
+//! nothing of them: a policy in, a [`Completion`] out.
+//!
+//! Its public face is [`run`] (a command under a [`Policy`]) and [`run_helper_if_asked`], which
+//! the program that calls [`run`] must call first thing in its `main`: commands run in a
+//! re-executed copy of that program.
 //!
 //! # How a command runs
 //!
-//! [`run`] (called by the host, blocking) re-executes the cordon binary as a *sandbox helper*
-//! ([`SANDBOX_ARG`], entry point [`sandbox_main`]). The helper is freshly exec'd and
+//! [`run`] (called by the host, blocking) re-executes the calling program as a *sandbox helper*
+//! ([`SANDBOX_ARG`], entry point [`run_helper_if_asked`]). The helper is freshly exec'd and
 //! single-threaded, so confinement is never set up in a `pre_exec` of the multi-threaded host.
 //! The request travels on the helper's standard input (a memfd); the helper's environment is
 //! empty. The helper:
@@ -79,10 +84,8 @@ mod wire;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use helper::sandbox_main;
-
-/// The first argument that makes the cordon binary run as the sandbox helper
-/// ([`sandbox_main`]) instead of its command line.
+/// The first argument that makes a program run as the sandbox helper
+/// ([`run_helper_if_asked`]) instead of its own command line.
 pub const SANDBOX_ARG: &str = "__sandbox";
 
 /// The default timeout of a command.
@@ -142,8 +145,8 @@ pub struct Policy {
     pub memory_limit: Option<u64>,
     /// How many tasks (processes and threads) a command may have at once.
     pub max_processes: u32,
-    /// The binary re-executed as the sandbox helper; it must call [`sandbox_main`] when its
-    /// first argument is [`SANDBOX_ARG`]. Default: `/proc/self/exe` (this very binary, even if
+    /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
+    /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
     pub helper: PathBuf,
 }
@@ -209,10 +212,27 @@ pub enum Status {
 
 /// Runs `command` with `bash -c` under `policy` and waits for it to end or time out.
 ///
-/// Blocking: call it from a thread that may block (e.g. `spawn_blocking`). The cordon binary
-/// must dispatch [`SANDBOX_ARG`] to [`sandbox_main`] (see [`Policy::helper`]).
+/// Blocking: call it from a thread that may block (e.g. `spawn_blocking`). The program named
+/// by [`Policy::helper`] (by default the calling one) must call [`run_helper_if_asked`].
 pub fn run(policy: &Policy, command: &str) -> Completion {
     runner::run(policy, command)
+}
+
+/// Runs this process as the sandbox helper, and never returns, when it was started as one (its
+/// first argument is [`SANDBOX_ARG`]); otherwise returns at once. Call it first thing in
+/// `main`, before any thread starts: the helper sets up confinement in a single-threaded
+/// process.
+///
+/// ```no_run
+/// fn main() {
+///     cordon_sandbox::run_helper_if_asked();
+///     // … the program itself, which may call `cordon_sandbox::run`.
+/// }
+/// ```
+pub fn run_helper_if_asked() {
+    if std::env::args_os().nth(1).as_deref() == Some(SANDBOX_ARG.as_ref()) {
+        helper::sandbox_main();
+    }
 }
 
 /// The conventional name of signal `sig`, such as `SIGKILL`.

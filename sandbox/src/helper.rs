@@ -1,4 +1,4 @@
-//! The sandbox helper: the cordon binary re-executed (single-threaded, fresh) to run one
+//! The sandbox helper: the calling program re-executed (single-threaded, fresh) to run one
 //! command confined and to make sure nothing it started survives it.
 //!
 //! File descriptors on entry: 0 the request (a memfd), 1 the output pipe, 2 the report pipe.
@@ -14,8 +14,8 @@ use super::confine::{self, Plan};
 use super::wire::{self, Report, Request};
 use super::{ENVIRONMENT, PATH};
 
-/// Runs the sandbox helper and exits; see the module documentation of [`crate::shell`].
-pub fn sandbox_main() -> ! {
+/// Runs the sandbox helper and exits; see the crate documentation.
+pub(crate) fn sandbox_main() -> ! {
     let report = match supervise() {
         Ok(report) => report,
         Err(why) => Report::Refused(why),

@@ -77,7 +77,7 @@ pub struct Global {
         default_value = "allow",
         global = true
     )]
-    pub permissions: Mode,
+    pub permissions: Permissions,
 
     /// How many lines of a call's output the display shows.
     #[arg(long, value_name = "N", default_value_t = 5, global = true)]
@@ -170,4 +170,25 @@ pub enum PluginsCommand {
         /// The component file.
         path: PathBuf,
     },
+}
+
+/// `--permissions`: the session's [`Mode`], as the command line spells it.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Permissions {
+    /// Run calls that need permission.
+    Allow,
+    /// Ask the user before each (an "always" answer holds for the rest of the session).
+    Ask,
+    /// Refuse them all.
+    Deny,
+}
+
+impl From<Permissions> for Mode {
+    fn from(permissions: Permissions) -> Self {
+        match permissions {
+            Permissions::Allow => Mode::Allow,
+            Permissions::Ask => Mode::Ask,
+            Permissions::Deny => Mode::Deny,
+        }
+    }
 }

@@ -24,9 +24,7 @@ const USAGE: u8 = 2;
 fn main() -> ExitCode {
     // The shell capability re-executes this binary as its sandbox helper; that path must run
     // before anything else starts threads.
-    if std::env::args_os().nth(1).as_deref() == Some(cordon::shell::SANDBOX_ARG.as_ref()) {
-        cordon::shell::sandbox_main();
-    }
+    cordon::shell::run_helper_if_asked();
     let cli = Cli::parse();
     init_logging();
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -51,7 +49,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call { tool, .. } => Runtime::for_tool(options.clone(), tool).await?,
         _ => Runtime::new(options.clone()).await?,
     };
-    let (mode, preview_lines) = (cli.global.permissions, cli.global.preview_lines);
+    let (mode, preview_lines) = (cli.global.permissions.into(), cli.global.preview_lines);
     match cli.command {
         Command::Tools { json } => {
             print_tools(&runtime, json)?;
