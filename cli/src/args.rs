@@ -26,7 +26,7 @@ pub struct Global {
 
     /// The most characters of output the model sees from one call; the rest is cut with a
     /// notice.
-    #[arg(long, value_name = "CHARS", default_value_t = cordon::runtime::DEFAULT_MAX_OUTPUT, global = true)]
+    #[arg(long, value_name = "CHARS", default_value_t = cordon::options::DEFAULT_MAX_OUTPUT, global = true)]
     pub max_output: usize,
 
     /// Do not declare read_file, write_file and edit_file.
@@ -38,8 +38,8 @@ pub struct Global {
     pub skills: Option<PathBuf>,
 
     /// Seconds a bash command may run before its whole process tree is killed.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..), global = true)]
-    pub timeout: u32,
+    #[arg(long, value_name = "SECS", default_value_t = cordon::shell::DEFAULT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub timeout: u64,
 
     /// Run bash commands without the kernel confinement (Landlock, seccomp, dropped
     /// capabilities) when the kernel cannot enforce it. Timeout, process-tree kill and output
@@ -106,7 +106,7 @@ impl Global {
         options.max_output = self.max_output;
         options.edit_tools = !self.no_edit_tools;
         options.skills = self.skills.clone();
-        options.shell.timeout = Duration::from_secs(self.timeout.into());
+        options.shell.timeout = Duration::from_secs(self.timeout);
         options.shell.unconfined = self.unconfined_bash;
         options.shell.extra_read = self.bash_read.clone();
         options.shell.extra_write = self.bash_write.clone();

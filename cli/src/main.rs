@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("cordon: error: {e:#}");
+            eprintln!("cordon: error: {}", chain(&e));
             ExitCode::from(USAGE)
         }
     }
@@ -69,29 +69,26 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 input
             };
-            let mut session = Session::new(&runtime, mode, preview_lines);
-            let header = session.header(&tool, &input);
-            if let (true, Some(header)) = (display, &header) {
-                eprintln!("{header}");
-            }
-            let report = session
-                .call(&tool, &input, &mut terminal::TerminalAsk)
-                .await;
+            let mut session = Session::new(mode);
+            let pending = session.prepare_text(&runtime, &tool, &input);
             if display {
-                if header.is_none() {
-                    eprintln!("{}", report.display.header);
-                }
-                let preview = report.display.render_preview(terminal::color());
+                eprintln!("{}", pending.header());
+            }
+            let finished = session.call(pending, &mut terminal::TerminalAsk).await;
+            if display {
+                let preview = finished
+                    .view(preview_lines)
+                    .render_preview(terminal::color());
                 if !preview.is_empty() {
                     eprintln!("{preview}");
                 }
             }
             let mut stdout = std::io::stdout().lock();
-            stdout.write_all(report.outcome.output.as_bytes())?;
+            stdout.write_all(finished.outcome.output.as_bytes())?;
             stdout.flush()?;
             // Nothing is left to do: exiting here skips tearing down the engine and the
             // async runtime, a tenth of a millisecond or two of a one-shot call.
-            std::process::exit(i32::from(report.outcome.failed))
+            std::process::exit(i32::from(finished.outcome.failed))
         }
         Command::Plugins {
             command: PluginsCommand::Check { path },
@@ -105,7 +102,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp => {
-            mcp::serve(runtime, &options, mode, preview_lines).await?;
+            mcp::serve(runtime, &options, mode).await?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -152,7 +149,7 @@ fn print_tools(runtime: &Runtime, json: bool) -> anyhow::Result<()> {
 /// What `cordon plugins check` prints: the plugin's tools, grants and limits.
 fn describe_plugin(plugin: &cordon::plugin::Plugin) -> String {
     let mut text = format!("plugin {} ({})\n", plugin.name(), plugin.source());
-    if let cordon::plugin::Source::File(path) = plugin.source()
+    if let cordon::spec::Source::File(path) = plugin.source()
         && let Ok(bytes) = std::fs::read(path)
     {
         text.push_str(&format!(
@@ -209,6 +206,20 @@ fn raised(tool: &cordon::plugin::Tool) -> Option<String> {
             declared.as_str()
         )
     })
+}
+
+/// An error with its causes, each once: cordon's messages already include their cause's
+/// text, and a cause is only added when the message before it does not say it.
+fn chain(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 fn init_logging() {

@@ -38,24 +38,16 @@ use tokio::sync::Mutex;
 use cordon::bindings::Kind;
 use cordon::output::quote;
 use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
-use cordon::{Options, Runtime};
+use cordon::{CallError, Options, Runtime};
 
 /// Serves one MCP connection on standard input and output, until the client closes it.
-pub async fn serve(
-    runtime: Runtime,
-    options: &Options,
-    mode: Mode,
-    preview_lines: usize,
-) -> anyhow::Result<()> {
-    // The SDK wants a handler that owns everything it uses ('static), and the session borrows
-    // the runtime: the runtime lives as long as the process, which ends with the connection.
-    let runtime: &'static Runtime = Box::leak(Box::new(runtime));
+pub async fn serve(runtime: Runtime, options: &Options, mode: Mode) -> anyhow::Result<()> {
     let server = Server {
-        tools: tools(runtime, options.shell.network),
-        instructions: instructions(runtime, options, mode),
+        tools: tools(&runtime, options.shell.network),
+        instructions: instructions(&runtime, options, mode),
         mode,
         runtime,
-        session: Mutex::new(Session::new(runtime, mode, preview_lines)),
+        session: Mutex::new(Session::new(mode)),
     };
     // When stdin and stdout are pipes (as MCP clients launch servers), read and write them on
     // the reactor instead of handing every message to a blocking thread and back: a fifth of
@@ -76,13 +68,13 @@ pub async fn serve(
 
 /// The MCP server of one connection.
 struct Server {
-    runtime: &'static Runtime,
+    runtime: Runtime,
     mode: Mode,
     /// The tool list, fixed for the life of the runtime.
     tools: Vec<Tool>,
     instructions: String,
     /// Calls run one at a time, in the order they take the lock, as in `cordon session`.
-    session: Mutex<Session<'static>>,
+    session: Mutex<Session>,
 }
 
 impl ServerHandler for Server {
@@ -150,19 +142,20 @@ impl ServerHandler for Server {
         }
         let params = request.params.unwrap_or(Value::Null);
         let name = params.get("name").and_then(Value::as_str);
-        let text = match (name, params.get("arguments")) {
-            // The runtime's own text: unknown tool, or the input must be a JSON object.
-            (Some(name), Some(arguments)) => {
-                self.runtime.prepare(name, &arguments.to_string()).err()
-            }
+        // The runtime's own text: unknown tool, or the input must be a JSON object.
+        let refused = match (name, params.get("arguments")) {
+            (Some(name), Some(arguments)) => self.runtime.validate(name, arguments).err(),
             _ => None,
         };
-        let text = text.unwrap_or_else(|| {
-            format!(
+        let text = match refused {
+            Some(error @ (CallError::UnknownTool { .. } | CallError::NotObject { .. })) => {
+                error.to_string()
+            }
+            _ => format!(
                 "Invalid tools/call params: expected {{\"name\": string, \"arguments\": object}}, got: {}",
                 quote(&params)
-            )
-        });
+            ),
+        };
         Err(ErrorData::invalid_params(text, None))
     }
 
@@ -172,29 +165,28 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
-        let input = Value::Object(request.arguments.unwrap_or_default()).to_string();
-        if self.runtime.tool(name).is_none() {
-            // The runtime's own text: the name, then the declared tools.
-            let text = match self.runtime.prepare(name, &input) {
-                Err(failure) => failure,
-                Ok(_) => format!("Unknown tool \"{name}\""),
-            };
-            return Err(ErrorData::invalid_params(text, None));
+        // An unknown tool is a malformed request; any other failure is the call's outcome.
+        if let Err(unknown) = self.runtime.find(name) {
+            return Err(ErrorData::invalid_params(unknown.to_string(), None));
         }
+        let input = Value::Object(request.arguments.unwrap_or_default());
         let mut ask = Elicit { peer: context.peer };
-        let call = async { self.session.lock().await.call(name, &input, &mut ask).await };
+        let call = async {
+            let mut session = self.session.lock().await;
+            let pending = session.prepare(&self.runtime, name, input);
+            let header = pending.header();
+            (session.call(pending, &mut ask).await.outcome, header)
+        };
         // A cancelled call is no longer waited for, as at its deadline: the calls after it
         // need not wait for a plugin that may be stuck.
-        let report = tokio::select! {
-            report = call => report,
+        let (outcome, header) = tokio::select! {
+            done = call => done,
             () = context.ct.cancelled() => {
                 return Err(ErrorData::internal_error(format!("the {name} call was cancelled"), None));
             }
         };
-        let outcome = report.outcome;
         tracing::info!(
-            "{} ({})",
-            report.display.header,
+            "{header} ({})",
             if outcome.failed {
                 "failed"
             } else {

@@ -10,6 +10,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Stdin, Stdout};
 
 use cordon::Runtime;
 use cordon::output::quote;
+use cordon::runtime::MAX_INPUT_BYTES;
 use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
 
 /// Standard input and output, shared by the request loop and the permission prompts.
@@ -87,7 +88,7 @@ impl Ask for Io {
 
 /// Serves requests until end of input.
 pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::io::Result<()> {
-    let mut session = Session::new(runtime, mode, preview_lines);
+    let mut session = Session::new(mode);
     let mut io = Io {
         input: BufReader::new(tokio::io::stdin()),
         out: tokio::io::stdout(),
@@ -97,6 +98,15 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
         let parsed = line.and_then(|text| {
             if text.trim().is_empty() {
                 return Ok(None);
+            }
+            // Refused before it is parsed, as an input given as text is.
+            if text.len() > MAX_INPUT_BYTES {
+                return Err(format!(
+                    "the line is {:.1} MiB, more than the {} MiB a request may carry; send less \
+                     in one call (a file this large is better produced by a command)",
+                    text.len() as f64 / f64::from(1 << 20),
+                    MAX_INPUT_BYTES >> 20
+                ));
             }
             serde_json::from_str(&text)
                 .map(Some)
@@ -112,14 +122,15 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
             }
         };
         io.id = request.get("id").cloned();
-        let response = match parse(&request) {
+        let response = match parse(request) {
             Ok(Request::Call { tool, input }) => {
-                let report = session.call(&tool, &input, &mut io).await;
+                let pending = session.prepare(runtime, &tool, input);
+                let finished = session.call(pending, &mut io).await;
                 json!({
-                    "status": if report.outcome.failed { "failed" } else { "completed" },
-                    "output": report.outcome.output,
-                    "display": report.display.plain(),
-                    "acp": report.acp,
+                    "status": if finished.outcome.failed { "failed" } else { "completed" },
+                    "display": finished.view(preview_lines).plain(),
+                    "acp": finished.acp(),
+                    "output": finished.outcome.output,
                 })
             }
             Ok(Request::EndTurn) => {
@@ -134,26 +145,23 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
 }
 
 enum Request {
-    Call { tool: String, input: String },
+    Call { tool: String, input: Value },
     EndTurn,
 }
 
-fn parse(request: &Value) -> Result<Request, String> {
-    let Some(map) = request.as_object() else {
-        return Err(format!("expected a JSON object, got: {}", quote(request)));
+fn parse(request: Value) -> Result<Request, String> {
+    let Value::Object(mut map) = request else {
+        return Err(format!("expected a JSON object, got: {}", quote(&request)));
     };
     if let Some(tool) = map.get("tool") {
-        let Some(tool) = tool.as_str() else {
+        let Some(name) = tool.as_str().map(str::to_string) else {
             return Err(format!(
                 "\"tool\" must be a string naming a tool, got: {}",
                 quote(tool)
             ));
         };
-        let input = map.get("input").cloned().unwrap_or_else(|| json!({}));
-        return Ok(Request::Call {
-            tool: tool.to_string(),
-            input: input.to_string(),
-        });
+        let input = map.remove("input").unwrap_or_else(|| json!({}));
+        return Ok(Request::Call { tool: name, input });
     }
     if map.get("end_turn") == Some(&Value::Bool(true)) {
         return Ok(Request::EndTurn);

@@ -4,9 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::grants::Grants;
-use crate::manifest::Limits;
-use crate::plugin::{Source, Spec};
-use crate::runtime::Options;
+use crate::options::Options;
+use crate::spec::{Limits, Source, Spec};
 
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 

@@ -27,9 +27,6 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 use crate::Error;
 use crate::workers::Workers;
 
-/// Environment variable that overrides where compiled components are cached.
-pub const CACHE_DIR_ENV: &str = "CORDON_CACHE_DIR";
-
 /// How often the engine's epoch advances: the granularity of plugin deadlines.
 pub const TICK: Duration = Duration::from_millis(10);
 
@@ -91,8 +88,7 @@ impl Engine {
                 None
             }
         });
-        let engine =
-            wasmtime::Engine::new(&config(pooled)).map_err(|e| Error::Engine(e.to_string()))?;
+        let engine = wasmtime::Engine::new(&config(pooled)).map_err(Error::Engine)?;
         // Deadlines are counted in epochs; a thread advances them for as long as the engine
         // lives.
         let weak = engine.weak();
@@ -105,7 +101,7 @@ impl Engine {
                     std::thread::sleep(TICK);
                 }
             })
-            .map_err(|e| Error::Engine(format!("cannot start the deadline timer: {e}")))?;
+            .map_err(Error::Timer)?;
         Ok(Engine {
             engine,
             cache,
@@ -149,9 +145,9 @@ impl Engine {
             return Ok(component);
         }
         let start = Instant::now();
-        let component = Component::new(&self.engine, bytes).map_err(|e| Error::Compile {
+        let component = Component::new(&self.engine, bytes).map_err(|source| Error::Compile {
             plugin: name.to_string(),
-            reason: format!("{e:#}"),
+            source,
         })?;
         tracing::debug!(plugin = name, elapsed = ?start.elapsed(), "compiled component");
         if let (Some(cache), Some((name_hash, path))) = (&self.cache, artifact) {
@@ -217,19 +213,6 @@ impl Engine {
         let name: String = name_hash.iter().map(|b| format!("{b:02x}")).collect();
         Some((name_hash, dir.join(format!("{name}.cwasm"))))
     }
-}
-
-/// The default cache directory: `$CORDON_CACHE_DIR`, else `$XDG_CACHE_HOME/cordon`, else
-/// `~/.cache/cordon`.
-pub fn default_cache_dir() -> Option<PathBuf> {
-    let var = |name| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    var(CACHE_DIR_ENV)
-        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cordon")))
-        .or_else(|| var("HOME").map(|d| d.join(".cache").join("cordon")))
 }
 
 /// The most linear memory one instance may have: the size of a slot in the pool.

@@ -1,7 +1,11 @@
 //! Errors that stop cordon from serving tools at all.
 //!
 //! An ordinary failure of a call (a missing file, a bad input) is never one of these: it is a
-//! failed [`crate::Outcome`] whose text the model sees.
+//! failed [`crate::CallOutcome`] whose text the model sees; a call that cannot even be
+//! prepared is a [`crate::runtime::CallError`].
+//!
+//! Each message says what happened and what to do, and includes its cause's text; the cause
+//! is also kept as the error's source, for a program that wants it.
 
 use std::path::PathBuf;
 
@@ -22,24 +26,46 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Config(String),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(
+        "cannot read the plugin directory {}: {source}. Pass an existing directory with --plugins",
+        path.display()
+    )]
+    PluginDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// One of cordon's own files lies where a tool could write it.
     #[error(transparent)]
     Exposed(#[from] crate::own::Exposure),
-    #[error("plugin {plugin} cannot be loaded: {reason}")]
-    Plugin { plugin: String, reason: String },
+    #[error("plugin {plugin} cannot be loaded: {refusal}")]
+    Plugin {
+        plugin: String,
+        #[source]
+        refusal: crate::manifest::Refusal,
+    },
     #[error("cannot set up the WebAssembly engine: {0}")]
-    Engine(String),
-    #[error("plugin {plugin}: cannot compile the component: {reason}")]
-    Compile { plugin: String, reason: String },
+    Engine(#[source] wasmtime::Error),
+    #[error("cannot set up the WebAssembly engine: cannot start the deadline timer: {0}")]
+    Timer(#[source] std::io::Error),
+    #[error("cannot compile the plugins: a compiling thread stopped: {0}")]
+    Compiling(#[from] tokio::task::JoinError),
+    #[error("plugin {plugin}: cannot compile the component: {source:#}")]
+    Compile {
+        plugin: String,
+        source: wasmtime::Error,
+    },
     #[error(
         "plugin {plugin} imports {interface}, which it was not granted; \
          grant it in the plugin's manifest or remove the import"
     )]
     NotGranted { plugin: String, interface: String },
-    #[error("plugin {plugin}: cannot load the component: {reason}")]
-    Load { plugin: String, reason: String },
+    #[error("plugin {plugin}: cannot load the component: {source:#}")]
+    Load {
+        plugin: String,
+        source: wasmtime::Error,
+    },
     #[error("plugin {plugin}: cannot grant {path}: {source}")]
     Grant {
         plugin: String,
@@ -54,10 +80,10 @@ pub enum Error {
         tool: String,
         existing: String,
     },
-    #[error("plugin {plugin}, tool {tool}: the input schema is not a valid JSON Schema: {reason}")]
+    #[error("plugin {plugin}, tool {tool}: the input schema is not a valid JSON Schema: {source}")]
     Schema {
         plugin: String,
         tool: String,
-        reason: String,
+        source: crate::schema::SchemaError,
     },
 }

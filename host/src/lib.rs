@@ -12,16 +12,19 @@
 pub mod bindings;
 pub mod builtin;
 pub mod caps;
+pub mod config;
 pub mod engine;
 pub mod error;
 pub mod grants;
 pub mod manifest;
+pub mod options;
 pub mod output;
 pub mod own;
 pub mod plugin;
 pub mod runtime;
 pub mod schema;
 pub mod session;
+pub mod spec;
 mod state;
 mod workers;
 
@@ -29,4 +32,5 @@ mod workers;
 /// one dependency (and calls [`shell::run_helper_if_asked`] at the top of its `main`).
 pub use cordon_sandbox as shell;
 pub use error::Error;
-pub use runtime::{Options, Outcome, Runtime};
+pub use options::Options;
+pub use runtime::{CallError, CallOutcome, Runtime};

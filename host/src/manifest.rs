@@ -6,7 +6,6 @@
 //! the user allowed: a directory outside the workspace, the shell, or a longer deadline or
 //! more memory than the defaults all need the user's explicit consent in the config file.
 
-use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -16,10 +15,10 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
+use crate::config::{self, Config, Consent};
 use crate::grants::Grants;
-use crate::own::config_dir;
-use crate::plugin::{Source, Spec};
-use crate::runtime::Options;
+use crate::options::Options;
+use crate::spec::{Limits, Source, Spec};
 
 /// The deadline of a plugin call when neither manifest nor config says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -74,48 +73,117 @@ pub struct ManifestLimits {
     pub memory_mib: Option<u64>,
 }
 
-/// cordon's own config file: the user's consent, per plugin.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// `[plugins.NAME]` tables.
-    #[serde(default)]
-    pub plugins: BTreeMap<String, Consent>,
+/// Why a third-party plugin is not loaded: its files, its pin, or what it asks for beyond the
+/// user's consent. Each message says which file or setting would change that.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "{} has no manifest: write {} beside it (see the README, \"Writing a plugin\")",
+        component.display(),
+        manifest.display()
+    )]
+    NoManifest {
+        component: PathBuf,
+        manifest: PathBuf,
+    },
+    #[error("cannot read the manifest {}: {source}", path.display())]
+    ManifestUnreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the manifest {} is invalid: {source}", path.display())]
+    ManifestInvalid {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+    #[error("cannot read {}: {source}", path.display())]
+    ComponentUnreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{} has SHA-256 {actual}, but its manifest pins {pin}; the component was changed or \
+         replaced. Reinstall the plugin, or update the pin if you trust the new file",
+        path.display()
+    )]
+    PinMismatch {
+        path: PathBuf,
+        actual: String,
+        pin: String,
+    },
+    #[error(
+        "{setting} = {value} is out of range: it must be {} to {} {unit}",
+        range.start(),
+        range.end()
+    )]
+    OutOfRange {
+        setting: String,
+        value: u64,
+        range: RangeInclusive<u64>,
+        unit: &'static str,
+    },
+    #[error("grant path {} uses ~, which is not expanded; give an absolute path", path.display())]
+    Tilde { path: PathBuf },
+    #[error("grant path {} cannot be used: {source}", path.display())]
+    GrantUnusable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("grant path {} is not a directory", path.display())]
+    GrantNotDir { path: PathBuf },
+    #[error("it asks for {} outside the workspace; to allow it, {fix}", dir.display())]
+    OutsideWorkspace { dir: PathBuf, fix: Setting },
+    #[error("it asks for the shell capability; to allow it, {fix}")]
+    Shell { fix: Setting },
+    #[error(
+        "it asks for a {asked} s deadline, more than the {allowed} s allowed; to allow it, {fix}"
+    )]
+    Timeout {
+        asked: u64,
+        allowed: u64,
+        fix: Setting,
+    },
+    #[error(
+        "it asks for {asked} MiB of memory, more than the {allowed} MiB allowed; to allow it, {fix}"
+    )]
+    Memory {
+        asked: u64,
+        allowed: u64,
+        fix: Setting,
+    },
+    #[error(
+        "it declares the tools {declared:?} but its manifest lists {listed:?}; list every tool \
+         in the manifest's `tools`"
+    )]
+    Unlisted {
+        declared: Vec<String>,
+        listed: Vec<String>,
+    },
 }
 
-/// `[plugins.NAME]`: what the user allows one plugin beyond the defaults.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Consent {
-    /// Allow directory grants outside the workspace.
-    #[serde(default)]
-    pub allow_outside_workspace: bool,
-    /// Allow the shell capability.
-    #[serde(default)]
-    pub allow_shell: bool,
-    /// The longest deadline the manifest may ask for, in seconds (default 10).
-    pub max_timeout_secs: Option<u64>,
-    /// The most memory the manifest may ask for, in MiB (default 256).
-    pub max_memory_mib: Option<u64>,
+/// The line of cordon's config that would allow what a plugin asks for.
+#[derive(Debug)]
+pub struct Setting {
+    pub plugin: String,
+    pub key: &'static str,
+    pub value: String,
+    /// The config file, as the message names it.
+    pub config: String,
 }
 
-impl Config {
-    /// Reads the config file at `path`.
-    pub fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        toml::from_str(&text)
-            .map_err(|e| format!("{} is not a valid cordon config: {e}", path.display()))
+impl std::fmt::Display for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Setting {
+            plugin,
+            key,
+            value,
+            config,
+        } = self;
+        write!(
+            f,
+            "add `{key} = {value}` under [plugins.{plugin}] in {config}"
+        )
     }
-}
-
-/// Bounds on each call of a plugin.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Wall-clock time a call may take.
-    pub timeout: Duration,
-    /// Linear memory an instance may use, in bytes.
-    pub memory: usize,
 }
 
 /// What loading a third-party plugin grants it.
@@ -127,11 +195,16 @@ pub struct Decision {
 
 impl Manifest {
     /// Reads `NAME.toml` at `path`.
-    pub fn read(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the manifest {}: {e}", path.display()))?;
-        toml::from_str(&text)
-            .map_err(|e| format!("the manifest {} is invalid: {e}", path.display()))
+    pub fn read(path: &Path) -> Result<Self, Refusal> {
+        let path_buf = || path.to_path_buf();
+        let text = std::fs::read_to_string(path).map_err(|source| Refusal::ManifestUnreadable {
+            path: path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| Refusal::ManifestInvalid {
+            path: path_buf(),
+            source,
+        })
     }
 
     /// The grants and limits of plugin `name` in `workspace`, given the user's `consent`
@@ -144,17 +217,21 @@ impl Manifest {
         consent: &Consent,
         shell: &crate::shell::Policy,
         config_path: &str,
-    ) -> Result<Decision, String> {
-        let setting = |key: &str, value: &str| {
-            format!("add `{key} = {value}` under [plugins.{name}] in {config_path}")
+    ) -> Result<Decision, Refusal> {
+        let setting = |key: &'static str, value: String| Setting {
+            plugin: name.to_string(),
+            key,
+            value,
+            config: config_path.to_string(),
         };
         let ranged =
             |setting: String, value: Option<u64>, range: &RangeInclusive<u64>, unit| match value {
-                Some(v) if !range.contains(&v) => Err(format!(
-                    "{setting} = {v} is out of range: it must be {} to {} {unit}",
-                    range.start(),
-                    range.end()
-                )),
+                Some(value) if !range.contains(&value) => Err(Refusal::OutOfRange {
+                    setting,
+                    value,
+                    range: range.clone(),
+                    unit,
+                }),
                 _ => Ok(()),
             };
         let consent_in = |key| format!("[plugins.{name}] {key} in {config_path}");
@@ -187,11 +264,10 @@ impl Manifest {
             for path in paths {
                 let dir = resolve(workspace, path)?;
                 if !dir.starts_with(workspace) && !consent.allow_outside_workspace {
-                    return Err(format!(
-                        "it asks for {} outside the workspace; to allow it, {}",
-                        dir.display(),
-                        setting("allow_outside_workspace", "true")
-                    ));
+                    return Err(Refusal::OutsideWorkspace {
+                        dir,
+                        fix: setting("allow_outside_workspace", "true".into()),
+                    });
                 }
                 grants = if writable {
                     grants.read_write(&dir)
@@ -202,10 +278,9 @@ impl Manifest {
         }
         if self.grants.shell {
             if !consent.allow_shell {
-                return Err(format!(
-                    "it asks for the shell capability; to allow it, {}",
-                    setting("allow_shell", "true")
-                ));
+                return Err(Refusal::Shell {
+                    fix: setting("allow_shell", "true".into()),
+                });
             }
             grants = grants.shell(Arc::new(shell.clone()));
         }
@@ -224,12 +299,11 @@ impl Manifest {
             .timeout_secs
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
         if timeout > max_timeout {
-            return Err(format!(
-                "it asks for a {} s deadline, more than the {} s allowed; to allow it, {}",
-                timeout.as_secs(),
-                max_timeout.as_secs(),
-                setting("max_timeout_secs", &timeout.as_secs().to_string())
-            ));
+            return Err(Refusal::Timeout {
+                asked: timeout.as_secs(),
+                allowed: max_timeout.as_secs(),
+                fix: setting("max_timeout_secs", timeout.as_secs().to_string()),
+            });
         }
         let max_memory = consent.max_memory_mib.unwrap_or(DEFAULT_MEMORY_MIB);
         let memory = self
@@ -237,10 +311,11 @@ impl Manifest {
             .memory_mib
             .unwrap_or(max_memory.min(DEFAULT_MEMORY_MIB));
         if memory > max_memory {
-            return Err(format!(
-                "it asks for {memory} MiB of memory, more than the {max_memory} MiB allowed; to allow it, {}",
-                setting("max_memory_mib", &memory.to_string())
-            ));
+            return Err(Refusal::Memory {
+                asked: memory,
+                allowed: max_memory,
+                fix: setting("max_memory_mib", memory.to_string()),
+            });
         }
         Ok(Decision {
             grants,
@@ -254,35 +329,23 @@ impl Manifest {
 }
 
 /// A grant path: relative to the workspace or absolute, existing, canonical.
-fn resolve(workspace: &Path, path: &Path) -> Result<PathBuf, String> {
+fn resolve(workspace: &Path, path: &Path) -> Result<PathBuf, Refusal> {
     if path.components().next() == Some(Component::Normal("~".as_ref())) {
-        return Err(format!(
-            "grant path {} uses ~, which is not expanded; give an absolute path",
-            path.display()
-        ));
+        return Err(Refusal::Tilde {
+            path: path.to_path_buf(),
+        });
     }
     let joined = workspace.join(path);
     let dir = joined
         .canonicalize()
-        .map_err(|e| format!("grant path {} cannot be used: {e}", joined.display()))?;
+        .map_err(|source| Refusal::GrantUnusable {
+            path: joined,
+            source,
+        })?;
     if !dir.is_dir() {
-        return Err(format!("grant path {} is not a directory", dir.display()));
+        return Err(Refusal::GrantNotDir { path: dir });
     }
     Ok(dir)
-}
-
-/// The default plugin directory, `~/.config/cordon/plugins`, when it exists.
-pub fn default_plugin_dir() -> Option<PathBuf> {
-    config_dir()
-        .map(|d| d.join("plugins"))
-        .filter(|d| d.is_dir())
-}
-
-/// The default config file, `~/.config/cordon/config.toml`, when it exists.
-pub fn default_config_file() -> Option<PathBuf> {
-    config_dir()
-        .map(|d| d.join("config.toml"))
-        .filter(|f| f.is_file())
 }
 
 /// The manifest of the component file `component`: `NAME.toml` beside `NAME.wasm`.
@@ -292,11 +355,9 @@ pub fn manifest_path(component: &Path) -> PathBuf {
 
 /// The plugins of directory `dir`: every `NAME.wasm` in it, in name order.
 pub fn specs_in(dir: &Path, options: &Options, config: &Config) -> Result<Vec<Spec>, Error> {
-    let entries = std::fs::read_dir(dir).map_err(|e| {
-        Error::Config(format!(
-            "cannot read the plugin directory {}: {e}. Pass an existing directory with --plugins",
-            dir.display()
-        ))
+    let entries = std::fs::read_dir(dir).map_err(|source| Error::PluginDir {
+        path: dir.to_path_buf(),
+        source,
     })?;
     let mut components: Vec<PathBuf> = entries
         .filter_map(|entry| Some(entry.ok()?.path()))
@@ -316,37 +377,40 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let refuse = |reason: String| Error::Plugin {
+    let refuse = |refusal: Refusal| Error::Plugin {
         plugin: name.clone(),
-        reason,
+        refusal,
     };
     let manifest_path = manifest_path(path);
     if !manifest_path.is_file() {
-        return Err(refuse(format!(
-            "{} has no manifest: write {} beside it (see the README, \"Writing a plugin\")",
-            path.display(),
-            manifest_path.display()
-        )));
+        return Err(refuse(Refusal::NoManifest {
+            component: path.to_path_buf(),
+            manifest: manifest_path,
+        }));
     }
     let manifest = Manifest::read(&manifest_path).map_err(refuse)?;
-    let bytes =
-        std::fs::read(path).map_err(|e| refuse(format!("cannot read {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|source| {
+        refuse(Refusal::ComponentUnreadable {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
     let digest: [u8; 32] = Sha256::digest(&bytes).into();
     if let Some(pin) = &manifest.sha256 {
         let actual = hex(&digest);
         if !pin.eq_ignore_ascii_case(&actual) {
-            return Err(refuse(format!(
-                "{} has SHA-256 {actual}, but its manifest pins {pin}; the component was changed \
-                 or replaced. Reinstall the plugin, or update the pin if you trust the new file",
-                path.display()
-            )));
+            return Err(refuse(Refusal::PinMismatch {
+                path: path.to_path_buf(),
+                actual,
+                pin: pin.clone(),
+            }));
         }
     }
     let consent = config.plugins.get(&name).cloned().unwrap_or_default();
     let config_path = options
         .config
         .clone()
-        .or_else(|| config_dir().map(|d| d.join("config.toml")))
+        .or_else(config::config_file)
         .map_or_else(
             || "cordon's config file (--config)".to_string(),
             |p| p.display().to_string(),

@@ -14,13 +14,10 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
+use crate::config::config_dir;
 use crate::manifest;
-use crate::plugin::{Source, Spec};
-use crate::runtime::Options;
-
-/// The name of the key file that authenticates compiled artifacts, in cordon's config
-/// directory.
-pub const CACHE_KEY_FILE: &str = "cache.key";
+use crate::options::Options;
+use crate::spec::{Source, Spec};
 
 /// Which of cordon's files a path is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,24 +165,6 @@ pub enum Exposure {
         shown: String,
         links: u64,
     },
-}
-
-/// cordon's config directory, `$XDG_CONFIG_HOME/cordon` (else `~/.config/cordon`), whether or
-/// not it exists.
-pub fn config_dir() -> Option<PathBuf> {
-    let var = |name| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    var("XDG_CONFIG_HOME")
-        .or_else(|| var("HOME").map(|home| home.join(".config")))
-        .map(|dir| dir.join("cordon"))
-}
-
-/// The default key file that authenticates the compile cache, in the config directory.
-pub fn default_cache_key() -> Option<PathBuf> {
-    config_dir().map(|dir| dir.join(CACHE_KEY_FILE))
 }
 
 /// cordon's own paths under `options`, with the files of the third-party plugins in `specs`.

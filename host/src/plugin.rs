@@ -19,46 +19,10 @@ use crate::bindings::{
 use crate::caps;
 use crate::engine::{Engine, TICK};
 use crate::grants::{Grants, Roots};
-use crate::manifest::Limits;
 use crate::schema::InputSchema;
+use crate::spec::{Limits, Source};
 use crate::state::State;
 use crate::workers::Workers;
-
-/// Where a plugin came from.
-#[derive(Clone, Debug)]
-pub enum Source {
-    /// Embedded in the cordon binary.
-    Builtin,
-    /// A component file.
-    File(std::path::PathBuf),
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Source::Builtin => f.write_str("built-in"),
-            Source::File(path) => write!(f, "{}", path.display()),
-        }
-    }
-}
-
-/// A plugin about to be loaded: its component and what it will be granted.
-pub struct Spec {
-    /// The plugin's name (the component file's stem).
-    pub name: String,
-    /// Where it comes from.
-    pub source: Source,
-    /// The component.
-    pub bytes: bytes::Bytes,
-    /// The SHA-256 of `bytes`: the compile cache's key.
-    pub digest: [u8; 32],
-    /// What it is granted.
-    pub grants: Grants,
-    /// The bounds on each call.
-    pub limits: Limits,
-    /// The tools its manifest lists; it may declare no others. None for built-ins.
-    pub tools: Option<Vec<String>>,
-}
 
 /// One tool a plugin declared.
 pub struct Tool {
@@ -113,9 +77,9 @@ impl Plugin {
         grants: Grants,
         limits: Limits,
     ) -> Result<Self, Error> {
-        let load_error = |e: wasmtime::Error| Error::Load {
+        let load_error = |source: wasmtime::Error| Error::Load {
             plugin: name.to_string(),
-            reason: format!("{e:#}"),
+            source,
         };
         let granted = grants.interfaces();
         for (import, _) in component.component_type().imports(engine.wasmtime()) {
@@ -147,11 +111,11 @@ impl Plugin {
         let declarations = core.declarations().await.map_err(load_error)?;
         let mut tools = Vec::with_capacity(declarations.len());
         for declaration in declarations {
-            let schema = InputSchema::compile(&declaration.input_schema).map_err(|reason| {
+            let schema = InputSchema::compile(&declaration.input_schema).map_err(|source| {
                 Error::Schema {
                     plugin: name.to_string(),
                     tool: declaration.name.clone(),
-                    reason,
+                    source,
                 }
             })?;
             tools.push(Tool {

@@ -12,73 +12,25 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::bindings::cordon::tool::types::{self, Context, Diff, Location};
+use crate::config::Config;
 use crate::engine::{Cache, Engine};
-use crate::manifest::{self, Config};
+use crate::manifest::{self, Refusal};
+use crate::options::Options;
 use crate::own::{self, Own};
-use crate::plugin::{Plugin, Source, Spec, Tool};
-use crate::{Error, builtin, output, shell};
-
-/// How the runtime is set up.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// The directory the tools work in; relative paths resolve against it.
-    pub workspace: PathBuf,
-    /// The most characters of output the model sees from one call.
-    pub max_output: usize,
-    /// Whether `read_file`, `write_file` and `edit_file` are declared.
-    pub edit_tools: bool,
-    /// The skills directory for `read_skill`, if any.
-    pub skills: Option<PathBuf>,
-    /// How shell commands run (timeout, confinement).
-    pub shell: shell::Policy,
-    /// Where compiled components are cached; none: compile at every start.
-    pub cache_dir: Option<PathBuf>,
-    /// The key file that authenticates the cached components (created when missing); none:
-    /// no cache.
-    pub cache_key: Option<PathBuf>,
-    /// Directories of third-party plugins (`NAME.wasm` with `NAME.toml`).
-    pub plugin_dirs: Vec<PathBuf>,
-    /// cordon's config file (the user's consent for plugins); none: no consent given.
-    pub config: Option<PathBuf>,
-    /// Whether an outcome carries the whole old and new text of the change it made
-    /// ([`Outcome::diff`], the content of an ACP diff). Copying them out of the plugin is most
-    /// of the cost of editing a large file, so a front door that never shows them turns this
-    /// off.
-    pub diffs: bool,
-}
+use crate::plugin::{Plugin, Tool};
+use crate::schema::Problem;
+use crate::spec::{Source, Spec};
+use crate::{Error, builtin, output};
 
 /// The most bytes a call's input may have; a larger one is refused before any plugin runs.
 /// The plugin holds the input twice (as text and parsed) and a file tool hands it back in its
 /// outcome (the new text of a file), all within a built-in's 1 GiB of memory.
 pub const MAX_INPUT_BYTES: usize = 64 << 20;
 
-/// The default for [`Options::max_output`].
-pub const DEFAULT_MAX_OUTPUT: usize = 30_000;
-
-impl Options {
-    /// The defaults for a workspace: edit tools on, no skills, output cut at 30 000 characters,
-    /// the default shell policy, cache directory, plugin directory and config file (the last
-    /// two only when they exist), diffs on.
-    pub fn new(workspace: impl Into<PathBuf>) -> Self {
-        let workspace = workspace.into();
-        Options {
-            shell: shell::Policy::new(workspace.clone()),
-            workspace,
-            max_output: DEFAULT_MAX_OUTPUT,
-            edit_tools: true,
-            skills: None,
-            cache_dir: crate::engine::default_cache_dir(),
-            cache_key: own::default_cache_key(),
-            plugin_dirs: manifest::default_plugin_dir().into_iter().collect(),
-            config: manifest::default_config_file(),
-            diffs: true,
-        }
-    }
-}
-
-/// What a call produced, ready for the model.
+/// What a call produced, ready for the model (the WIT `outcome` is what the plugin handed back;
+/// this is it after the host's pipeline).
 #[derive(Clone, Debug)]
-pub struct Outcome {
+pub struct CallOutcome {
     /// The text the model sees: truncated, with any status line last.
     pub output: String,
     /// Whether the call failed.
@@ -89,15 +41,21 @@ pub struct Outcome {
     pub diff: Option<Diff>,
 }
 
-impl Outcome {
+impl CallOutcome {
     /// A failure that happened before or around the plugin: bad input, unknown tool, crash.
     pub fn failure(output: impl Into<String>) -> Self {
-        Outcome {
+        CallOutcome {
             output: output.into(),
             failed: true,
             locations: Vec::new(),
             diff: None,
         }
+    }
+}
+
+impl From<CallError> for CallOutcome {
+    fn from(error: CallError) -> Self {
+        CallOutcome::failure(error.to_string())
     }
 }
 
@@ -107,10 +65,35 @@ pub struct Call<'a> {
     pub plugin: &'a Plugin,
     /// The tool.
     pub tool: &'a Tool,
-    /// The input as the model gave it.
-    pub input: &'a str,
-    /// The input, parsed.
-    pub value: Value,
+    /// The input, parsed and valid.
+    pub input: Value,
+}
+
+/// Why a call cannot run: the model named no declared tool, or gave an input that does not
+/// fit. The message is the text of the failed outcome the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("Unknown tool \"{}\". Declared tools: {}", output::quote(name), declared.join(", "))]
+    UnknownTool { name: String, declared: Vec<String> },
+    #[error(
+        "The input for {tool} is {:.1} MiB, more than the {} MiB a call may carry; send less in \
+         one call (a file this large is better produced by a command)",
+        *bytes as f64 / f64::from(1 << 20),
+        MAX_INPUT_BYTES >> 20
+    )]
+    TooLarge { tool: String, bytes: usize },
+    #[error("The input for {tool} is not valid JSON: {source}")]
+    NotJson {
+        tool: String,
+        source: serde_json::Error,
+    },
+    #[error("The input for {tool} must be a JSON object, not {found}")]
+    NotObject { tool: String, found: &'static str },
+    #[error("Invalid input for {tool}: {}", problems.iter().map(Problem::to_string).collect::<Vec<_>>().join("; "))]
+    InvalidInput {
+        tool: String,
+        problems: Vec<Problem>,
+    },
 }
 
 /// The loaded plugins and their tools.
@@ -168,7 +151,7 @@ impl Runtime {
             options.skills = Some(dir);
         }
         let config = match &options.config {
-            Some(path) => Config::read(path).map_err(Error::Config)?,
+            Some(path) => Config::read(path)?,
             None => Config::default(),
         };
         let mut specs = builtin::specs(&options);
@@ -260,7 +243,7 @@ impl Runtime {
                 })
                 .collect();
             for task in compiling {
-                compiled.push(task.await.map_err(|e| Error::Engine(e.to_string()))??);
+                compiled.push(task.await??);
             }
         }
         for (spec, compiled) in specs.into_iter().zip(compiled) {
@@ -274,18 +257,18 @@ impl Runtime {
             )
             .await?;
             if let Some(listed) = &spec.tools {
-                let declared: Vec<&str> = plugin
+                let declared: Vec<String> = plugin
                     .tools()
                     .iter()
-                    .map(|t| t.declaration.name.as_str())
+                    .map(|t| t.declaration.name.clone())
                     .collect();
-                if declared.iter().any(|d| !listed.iter().any(|l| l == d)) {
+                if declared.iter().any(|d| !listed.contains(d)) {
                     return Err(Error::Plugin {
                         plugin: spec.name,
-                        reason: format!(
-                            "it declares the tools {declared:?} but its manifest lists {listed:?}; \
-                             list every tool in the manifest's `tools`"
-                        ),
+                        refusal: Refusal::Unlisted {
+                            declared,
+                            listed: listed.clone(),
+                        },
                     });
                 }
             }
@@ -340,56 +323,73 @@ impl Runtime {
 
     /// Runs the tool `name` with `input` (a JSON object as text). With `dry_run` the plugin
     /// computes the outcome but changes nothing.
-    pub async fn call(&self, name: &str, input: &str, dry_run: bool) -> Outcome {
-        match self.prepare(name, input) {
+    pub async fn call(&self, name: &str, input: &str, dry_run: bool) -> CallOutcome {
+        match self.prepare_text(name, input) {
             Ok(call) => self.run(&call, dry_run).await,
-            Err(failure) => Outcome::failure(failure),
+            Err(error) => error.into(),
         }
     }
 
     /// Finds the tool `name` and checks `input` against its schema: everything a call needs
-    /// before anything runs. The error is the text of the failed outcome for the model.
-    pub fn prepare<'a>(&'a self, name: &str, input: &'a str) -> Result<Call<'a>, String> {
-        let Some((plugin, tool)) = self.tool(name) else {
-            let names: Vec<&str> = self
-                .tools()
-                .map(|(_, t)| t.declaration.name.as_str())
-                .collect();
-            return Err(format!(
-                "Unknown tool \"{}\". Declared tools: {}",
-                output::quote(name),
-                names.join(", ")
-            ));
-        };
-        if input.len() > MAX_INPUT_BYTES {
-            return Err(format!(
-                "The input for {name} is {:.1} MiB, more than the {} MiB a call may carry; send \
-                 less in one call (a file this large is better produced by a command)",
-                input.len() as f64 / f64::from(1 << 20),
-                MAX_INPUT_BYTES >> 20
-            ));
-        }
-        let value: Value = serde_json::from_str(input)
-            .map_err(|e| format!("The input for {name} is not valid JSON: {e}"))?;
-        if !value.is_object() {
-            return Err(format!(
-                "The input for {name} must be a JSON object, not {}",
-                json_type(&value)
-            ));
-        }
-        tool.schema
-            .check(&value)
-            .map_err(|problems| format!("Invalid input for {name}: {problems}"))?;
+    /// before anything runs.
+    pub fn prepare(&self, name: &str, input: Value) -> Result<Call<'_>, CallError> {
+        let (plugin, tool) = self.validate(name, &input)?;
         Ok(Call {
             plugin,
             tool,
             input,
-            value,
+        })
+    }
+
+    /// Finds the tool `name` and checks `input` against its schema, without taking the input:
+    /// for a caller that keeps it whatever the answer.
+    pub fn validate(&self, name: &str, input: &Value) -> Result<(&Plugin, &Tool), CallError> {
+        let (plugin, tool) = self.find(name)?;
+        check(tool, input)?;
+        Ok((plugin, tool))
+    }
+
+    /// [`Runtime::prepare`] for a front door that receives the input as text: an input larger
+    /// than [`MAX_INPUT_BYTES`] is refused before it is parsed.
+    pub fn prepare_text(&self, name: &str, input: &str) -> Result<Call<'_>, CallError> {
+        let (plugin, tool) = self.find(name)?;
+        let input = Self::parse(name, input)?;
+        check(tool, &input)?;
+        Ok(Call {
+            plugin,
+            tool,
+            input,
+        })
+    }
+
+    /// Parses the text of an input for the tool `name`: an input larger than
+    /// [`MAX_INPUT_BYTES`] is refused before it is parsed.
+    pub fn parse(name: &str, input: &str) -> Result<Value, CallError> {
+        if input.len() > MAX_INPUT_BYTES {
+            return Err(CallError::TooLarge {
+                tool: name.to_string(),
+                bytes: input.len(),
+            });
+        }
+        serde_json::from_str(input).map_err(|source| CallError::NotJson {
+            tool: name.to_string(),
+            source,
+        })
+    }
+
+    /// The tool `name` with its plugin, or the error that lists the declared tools.
+    pub fn find(&self, name: &str) -> Result<(&Plugin, &Tool), CallError> {
+        self.tool(name).ok_or_else(|| CallError::UnknownTool {
+            name: name.to_string(),
+            declared: self
+                .tools()
+                .map(|(_, t)| t.declaration.name.clone())
+                .collect(),
         })
     }
 
     /// Runs a prepared call in a fresh instance of its plugin.
-    pub async fn run(&self, call: &Call<'_>, dry_run: bool) -> Outcome {
+    pub async fn run(&self, call: &Call<'_>, dry_run: bool) -> CallOutcome {
         let context = Context {
             cwd: call.plugin.grants().cwd.to_string_lossy().into_owned(),
             dry_run,
@@ -397,14 +397,18 @@ impl Runtime {
             want_diff: self.options.diffs,
         };
         let name = &call.tool.declaration.name;
-        match call.plugin.call(name, call.input, context).await {
+        match call
+            .plugin
+            .call(name, &call.input.to_string(), context)
+            .await
+        {
             Ok(outcome) => self.finish(outcome),
-            Err(crash) => Outcome::failure(crash),
+            Err(crash) => CallOutcome::failure(crash),
         }
     }
 
-    fn finish(&self, outcome: types::Outcome) -> Outcome {
-        Outcome {
+    fn finish(&self, outcome: types::Outcome) -> CallOutcome {
+        CallOutcome {
             output: output::finish(
                 &outcome.output,
                 outcome.trailer.as_deref(),
@@ -416,6 +420,23 @@ impl Runtime {
             diff: outcome.diff,
         }
     }
+}
+
+/// Checks that `input` is an object that fits the schema of `tool`.
+fn check(tool: &Tool, input: &Value) -> Result<(), CallError> {
+    let name = &tool.declaration.name;
+    if !input.is_object() {
+        return Err(CallError::NotObject {
+            tool: name.clone(),
+            found: json_type(input),
+        });
+    }
+    tool.schema
+        .check(input)
+        .map_err(|problems| CallError::InvalidInput {
+            tool: name.clone(),
+            problems,
+        })
 }
 
 /// Tells every plugin's grants which paths are cordon's own, so the `files` capability refuses

@@ -5,6 +5,35 @@
 
 use serde_json::Value;
 
+/// Why a tool's input schema cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error("not valid JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("a tool's input schema must have \"type\": \"object\"")]
+    NotObject,
+    #[error("{0}")]
+    Invalid(#[source] jsonschema::ValidationError<'static>),
+}
+
+/// One way an input does not fit its schema: the field it is about (none: the whole input,
+/// such as a missing required field) and what is wrong.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    /// The field as a model writes it, such as `edits[0].old`.
+    pub field: Option<String>,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(f, "{field}: {}", self.reason),
+            None => f.write_str(&self.reason),
+        }
+    }
+}
+
 /// A compiled input schema.
 pub struct InputSchema {
     schema: Value,
@@ -13,13 +42,12 @@ pub struct InputSchema {
 
 impl InputSchema {
     /// Compiles the schema `text`; the error says why it is not a usable schema.
-    pub fn compile(text: &str) -> Result<Self, String> {
-        let schema: Value =
-            serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    pub fn compile(text: &str) -> Result<Self, SchemaError> {
+        let schema: Value = serde_json::from_str(text).map_err(SchemaError::NotJson)?;
         if schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Err("a tool's input schema must have \"type\": \"object\"".into());
+            return Err(SchemaError::NotObject);
         }
-        let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
+        let validator = jsonschema::validator_for(&schema).map_err(SchemaError::Invalid)?;
         Ok(InputSchema { schema, validator })
     }
 
@@ -29,23 +57,22 @@ impl InputSchema {
     }
 
     /// Checks `input`; the error lists every problem, each naming the field it is about.
-    pub fn check(&self, input: &Value) -> Result<(), String> {
-        let problems: Vec<String> = self
+    pub fn check(&self, input: &Value) -> Result<(), Vec<Problem>> {
+        let problems: Vec<Problem> = self
             .validator
             .iter_errors(input)
             .map(|error| {
                 let path = error.instance_path().to_string();
-                if path.is_empty() {
-                    error.to_string()
-                } else {
-                    format!("{}: {error}", field_name(&path))
+                Problem {
+                    field: (!path.is_empty()).then(|| field_name(&path)),
+                    reason: error.to_string(),
                 }
             })
             .collect();
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(problems.join("; "))
+            Err(problems)
         }
     }
 }
@@ -98,15 +125,21 @@ mod tests {
     fn errors_name_the_field() {
         let s = schema();
         assert!(s.check(&json!({"path": "a"})).is_ok());
-        let missing = s.check(&json!({})).unwrap_err();
+        let text = |input| {
+            let problems = s.check(&input).unwrap_err();
+            problems
+                .iter()
+                .map(Problem::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let missing = text(json!({}));
         assert!(missing.contains("\"path\""), "{missing}");
-        let wrong = s.check(&json!({"path": "a", "start": "x"})).unwrap_err();
+        let wrong = text(json!({"path": "a", "start": "x"}));
         assert!(wrong.starts_with("start: "), "{wrong}");
-        let unknown = s.check(&json!({"path": "a", "bogus": 1})).unwrap_err();
+        let unknown = text(json!({"path": "a", "bogus": 1}));
         assert!(unknown.contains("bogus"), "{unknown}");
-        let nested = s
-            .check(&json!({"path": "a", "edits": [{"old": 1}]}))
-            .unwrap_err();
+        let nested = text(json!({"path": "a", "edits": [{"old": 1}]}));
         assert!(nested.starts_with("edits[0].old: "), "{nested}");
     }
 

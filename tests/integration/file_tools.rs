@@ -40,7 +40,7 @@ fn entries(dir: &Path) -> Vec<String> {
 }
 
 /// Runs one call through the library, to see the locations and diff `cordon call` does not print.
-fn call_lib(cordon: &Cordon, tool: &str, input: Value, dry_run: bool) -> cordon::Outcome {
+fn call_lib(cordon: &Cordon, tool: &str, input: Value, dry_run: bool) -> cordon::CallOutcome {
     call_lib_with(cordon, tool, input, dry_run, true)
 }
 
@@ -51,7 +51,7 @@ fn call_lib_with(
     input: Value,
     dry_run: bool,
     diffs: bool,
-) -> cordon::Outcome {
+) -> cordon::CallOutcome {
     let mut options = cordon::Options::new(cordon.root());
     options.cache_dir = Some(crate::util::cache_dir().to_path_buf());
     options.diffs = diffs;

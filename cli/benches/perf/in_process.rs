@@ -3,7 +3,7 @@
 //! `edit`, `diff`) so that the plugins load once.
 
 use cordon::session::{Mode, NoAsk, Session};
-use cordon::{Outcome, Runtime};
+use cordon::{CallOutcome, Runtime};
 
 /// The single-threaded Tokio runtime the library's calls are driven on.
 pub(crate) fn async_runtime() -> tokio::runtime::Runtime {
@@ -16,7 +16,7 @@ pub(crate) fn async_runtime() -> tokio::runtime::Runtime {
 pub(crate) struct Lib<'r> {
     pub(crate) async_runtime: &'r tokio::runtime::Runtime,
     pub(crate) runtime: &'r Runtime,
-    session: Session<'r>,
+    session: Session,
 }
 
 impl<'r> Lib<'r> {
@@ -25,23 +25,23 @@ impl<'r> Lib<'r> {
         Lib {
             async_runtime,
             runtime,
-            session: Session::new(runtime, Mode::Allow, 5),
+            session: Session::new(Mode::Allow),
         }
     }
 
-    /// One call through the session (permissions, loop detector, counters, displays).
-    pub(crate) fn call(&mut self, tool: &str, input: &str) -> Outcome {
-        let session = &mut self.session;
+    /// One call through the session (permissions, loop detector, counters).
+    pub(crate) fn call(&mut self, tool: &str, input: &str) -> CallOutcome {
+        let pending = self.session.prepare_text(self.runtime, tool, input);
         let outcome = self
             .async_runtime
-            .block_on(session.call(tool, input, &mut NoAsk))
+            .block_on(self.session.call(pending, &mut NoAsk))
             .outcome;
         assert!(!outcome.failed, "{tool} {input}: {}", outcome.output);
         outcome
     }
 
     /// One call through the bare runtime.
-    pub(crate) fn runtime_call(&self, tool: &str, input: &str) -> Outcome {
+    pub(crate) fn runtime_call(&self, tool: &str, input: &str) -> CallOutcome {
         let outcome = self
             .async_runtime
             .block_on(self.runtime.call(tool, input, false));

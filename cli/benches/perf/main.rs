@@ -1,8 +1,8 @@
-//! cordon's performance targets (issue 7), each measured side by side with its baseline in one
+//! cordon's performance targets, each measured side by side with its baseline in one
 //! run: medians, ratios, and the target next to each.
 //!
 //! `cargo bench -p cordon-cli --bench perf` runs every section; name sections to run only those:
-//! `cargo bench -p cordon-cli --bench perf -- oneshot session large edit diff mcp rss`;
+//! `cargo bench -p cordon-cli --bench perf -- oneshot session large edit diff pipe mcp rss`;
 //! `-- breakdown` adds where the start-up time goes.
 //! `CORDON_PERF_SCALE=0.2` runs fewer samples (quicker, noisier).
 //!
@@ -11,6 +11,8 @@
 //! - `session`: the per-call overhead of `read_file` on a 4 KiB file in a
 //!   [`Session`](cordon::session::Session) against `std::fs::read_to_string`; then 10 000
 //!   consecutive calls with the resident set before and after.
+//! - `pipe`: the same per-call overhead through `cordon session`'s pipes, one JSON line after
+//!   another, against the same read.
 //! - `large`: `read_file` of lines 1–100, and a default read (cut at the output limit), of a
 //!   1 GiB file against the same on a 1 MiB file.
 //! - `edit`: `edit_file` of one line in a 100 000-line file against a native read + replace +
@@ -81,6 +83,9 @@ fn main() {
     }
     if wanted.iter().any(|w| w == "breakdown") {
         sections::breakdown::run(&dirs);
+    }
+    if selected("pipe") {
+        sections::pipe::run(&dirs, &mut report);
     }
     if selected("mcp") {
         sections::mcp::run(&dirs, &mut report);

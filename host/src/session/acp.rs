@@ -8,7 +8,7 @@ use agent_client_protocol::v1::schema::{
 use serde_json::Value;
 
 use crate::bindings::Kind;
-use crate::runtime::Outcome;
+use crate::runtime::CallOutcome;
 
 /// A tool call as ACP describes it: kind (none: an unknown tool), title, status, and from the
 /// outcome (none: not run yet, e.g. a command awaiting permission) locations and content.
@@ -17,7 +17,7 @@ pub fn tool_call(
     kind: Option<Kind>,
     title: &str,
     input: &Value,
-    outcome: Option<&Outcome>,
+    outcome: Option<&CallOutcome>,
     status: ToolCallStatus,
 ) -> ToolCall {
     let call = ToolCall::new(id.to_string(), title)

@@ -14,9 +14,9 @@ use crate::bindings::Declaration;
 /// The longest key argument shown in a header, in characters.
 const KEY_ARGUMENT_CHARS: usize = 120;
 
-/// The lines shown for one call.
+/// The lines shown for one call on a terminal.
 #[derive(Clone, Debug)]
-pub struct Display {
+pub struct TerminalView {
     /// `<icon> <tool>: <key argument>`.
     pub header: String,
     /// The first lines of the output (or `(no output)`); none when the tool's output is not
@@ -24,13 +24,13 @@ pub struct Display {
     pub preview: Option<Vec<String>>,
 }
 
-impl Display {
+impl TerminalView {
     /// The display as plain text: the header, then the preview indented by two spaces.
     pub fn plain(&self) -> String {
         self.render(false)
     }
 
-    /// The display for a terminal: as [`Display::plain`], with the preview dimmed when `color`.
+    /// The display for a terminal: as [`TerminalView::plain`], with the preview dimmed when `color`.
     pub fn render(&self, color: bool) -> String {
         let preview = self.render_preview(color);
         if preview.is_empty() {
@@ -54,15 +54,24 @@ impl Display {
     }
 }
 
-/// The header of a call of `declaration` with `input`, escaped: one line.
+/// The header of a call of `declaration` with `input`, escaped: one line, the icon then the
+/// [`title`].
 pub fn header(declaration: &Declaration, input: &Value) -> String {
-    let d = &declaration.display;
-    let header = match key_argument(declaration, input) {
-        Some(argument) => format!("{} {}: {}", d.icon, declaration.name, summarize(&argument)),
-        None => format!("{} {}", d.icon, declaration.name),
-    };
     // The icon and the name are the plugin's, and a plugin is not trusted with the terminal.
-    escape(&header).into_owned()
+    format!(
+        "{} {}",
+        escape(&declaration.display.icon),
+        title(declaration, input)
+    )
+}
+
+/// The title of a call of `declaration` with `input`, escaped: `<tool>: <key argument>`.
+pub fn title(declaration: &Declaration, input: &Value) -> String {
+    let title = match key_argument(declaration, input) {
+        Some(argument) => format!("{}: {}", declaration.name, summarize(&argument)),
+        None => declaration.name.clone(),
+    };
+    escape(&title).into_owned()
 }
 
 /// The key argument of a call whose header cuts it (it has several lines, or is longer than a
@@ -184,7 +193,7 @@ mod tests {
 
     #[test]
     fn render_dims_only_in_color() {
-        let d = Display {
+        let d = TerminalView {
             header: "🛠️ bash: ls".into(),
             preview: Some(vec!["x".into()]),
         };

@@ -18,9 +18,10 @@ use serde_json::Value;
 
 use crate::bindings::Kind;
 use crate::output;
-use crate::runtime::{Call, Outcome, Runtime};
+use crate::plugin::{Plugin, Tool};
+use crate::runtime::{Call, CallError, CallOutcome, Runtime};
 use counters::Counters;
-use display::Display;
+use display::TerminalView;
 use loops::LoopDetector;
 
 /// The icon of a call to a tool that is not declared.
@@ -98,21 +99,82 @@ impl Ask for NoAsk {
     }
 }
 
-/// Everything about one finished call.
-pub struct Report {
-    /// What the model sees.
-    pub outcome: Outcome,
-    /// What a person sees.
-    pub display: Display,
-    /// What an ACP client sees.
-    pub acp: ToolCall,
+/// A call on its way into the session: its input parsed once, its tool looked up once, and why
+/// it cannot run if it cannot.
+pub struct Pending<'r> {
+    runtime: &'r Runtime,
+    id: String,
+    name: String,
+    input: Value,
+    /// The tool, when it is declared (shown even when the input is wrong).
+    tool: Option<&'r Tool>,
+    /// The call's plugin and tool, or why the call cannot run.
+    ready: Result<(&'r Plugin, &'r Tool), CallError>,
 }
 
-/// The state that spans calls.
-pub struct Session<'r> {
-    runtime: &'r Runtime,
+impl Pending<'_> {
+    /// The header of the call, to show before it runs (escaped, one line).
+    pub fn header(&self) -> String {
+        match self.tool {
+            Some(tool) => display::header(&tool.declaration, &self.input),
+            None => unknown_header(&self.name),
+        }
+    }
+}
+
+/// A call that went through the session.
+pub struct Finished<'r> {
+    /// The call's id in this session (`call_N`).
+    pub id: String,
+    /// The tool's name, as the model gave it.
+    pub name: String,
+    /// The input, parsed (null when it was not JSON).
+    pub input: Value,
+    /// The tool, when it is declared.
+    pub tool: Option<&'r Tool>,
+    /// What the model sees.
+    pub outcome: CallOutcome,
+}
+
+impl Finished<'_> {
+    /// What a person sees: the header, and the first `preview_lines` lines of the output when
+    /// the tool's output is echoed.
+    pub fn view(&self, preview_lines: usize) -> TerminalView {
+        let (header, preview) = match self.tool {
+            Some(t) => (
+                display::header(&t.declaration, &self.input),
+                t.declaration.display.preview_output,
+            ),
+            None => (unknown_header(&self.name), true),
+        };
+        TerminalView {
+            header,
+            preview: preview.then(|| display::preview(&self.outcome.output, preview_lines)),
+        }
+    }
+
+    /// What an ACP client sees.
+    pub fn acp(&self) -> ToolCall {
+        let status = if self.outcome.failed {
+            ToolCallStatus::Failed
+        } else {
+            ToolCallStatus::Completed
+        };
+        acp::tool_call(
+            &self.id,
+            self.tool.map(|t| t.kind),
+            &title(self.tool, &self.name, &self.input),
+            &self.input,
+            Some(&self.outcome),
+            status,
+        )
+    }
+}
+
+/// The state that spans calls. It does not hold the runtime: each call names the runtime it
+/// runs on, so a front door that must own everything (an MCP server) need not borrow it.
+pub struct Session {
     mode: Mode,
-    preview_lines: usize,
     /// Tool name → the "always" answer given for it.
     always: HashMap<String, bool>,
     loops: LoopDetector,
@@ -120,13 +182,11 @@ pub struct Session<'r> {
     calls: u64,
 }
 
-impl<'r> Session<'r> {
-    /// A new session over `runtime`.
-    pub fn new(runtime: &'r Runtime, mode: Mode, preview_lines: usize) -> Self {
+impl Session {
+    /// A new session.
+    pub fn new(mode: Mode) -> Self {
         Session {
-            runtime,
             mode,
-            preview_lines,
             always: HashMap::new(),
             loops: LoopDetector::default(),
             counters: Counters::default(),
@@ -134,72 +194,89 @@ impl<'r> Session<'r> {
         }
     }
 
-    /// The header of a call, to show before it runs; none for an unknown tool.
-    pub fn header(&self, tool: &str, input: &str) -> Option<String> {
-        let (_, t) = self.runtime.tool(tool)?;
-        let value = serde_json::from_str(input).unwrap_or(Value::Null);
-        Some(display::header(&t.declaration, &value))
+    /// The next call, of `name` with `input` on `runtime`: its tool found and its input
+    /// checked.
+    pub fn prepare<'r>(&mut self, runtime: &'r Runtime, name: &str, input: Value) -> Pending<'r> {
+        let ready = runtime.validate(name, &input);
+        self.pending(runtime, name, input, ready)
+    }
+
+    /// [`Session::prepare`] for an input given as text (`cordon call`); text that is not JSON
+    /// is the call's error, and its input null.
+    pub fn prepare_text<'r>(
+        &mut self,
+        runtime: &'r Runtime,
+        name: &str,
+        input: &str,
+    ) -> Pending<'r> {
+        match Runtime::parse(name, input) {
+            Ok(input) => self.prepare(runtime, name, input),
+            Err(error) => {
+                // An unknown tool is the first thing wrong.
+                let ready = runtime.find(name).and(Err(error));
+                self.pending(runtime, name, Value::Null, ready)
+            }
+        }
+    }
+
+    fn pending<'r>(
+        &mut self,
+        runtime: &'r Runtime,
+        name: &str,
+        input: Value,
+        ready: Result<(&'r Plugin, &'r Tool), CallError>,
+    ) -> Pending<'r> {
+        self.calls += 1;
+        Pending {
+            runtime,
+            tool: runtime.tool(name).map(|(_, tool)| tool),
+            id: format!("call_{}", self.calls),
+            name: name.to_string(),
+            input,
+            ready,
+        }
     }
 
     /// Runs one call through permissions, the plugin, the loop detector and the counters.
-    pub async fn call(&mut self, tool: &str, input: &str, ask: &mut impl Ask) -> Report {
-        self.calls += 1;
-        let id = format!("call_{}", self.calls);
-        let runtime = self.runtime;
-        let value: Value = serde_json::from_str(input).unwrap_or(Value::Null);
-        let found = runtime.tool(tool).map(|(_, t)| t);
-        let declaration = found.map(|t| &t.declaration);
-        // An unknown name is bad input, shown as a short prefix: it can be megabytes long.
-        let (header, icon) = match declaration {
-            Some(d) => (display::header(d, &value), display::escape(&d.display.icon)),
-            None => (
-                display::escape(&format!("{UNKNOWN} {}", output::quote(tool))).into_owned(),
-                UNKNOWN.into(),
-            ),
+    pub async fn call<'r>(&mut self, pending: Pending<'r>, ask: &mut impl Ask) -> Finished<'r> {
+        let Pending {
+            runtime,
+            id,
+            name,
+            input,
+            tool,
+            ready,
+        } = pending;
+        let (mut outcome, input) = match ready {
+            Ok((plugin, tool)) => {
+                let call = Call {
+                    plugin,
+                    tool,
+                    input,
+                };
+                let outcome = match self.permit(runtime, &id, &call, ask).await {
+                    Ok(()) => runtime.run(&call, false).await,
+                    Err(refusal) => refusal,
+                };
+                (outcome, call.input)
+            }
+            Err(error) => (error.into(), input),
         };
-        // The title is the header without the icon: escaped alike, for a client's screen.
-        let title = header
-            .strip_prefix(icon.as_ref())
-            .unwrap_or(&header)
-            .trim_start()
-            .to_string();
-
-        let mut outcome = match runtime.prepare(tool, input) {
-            Ok(call) => match self.permit(&id, &call, &header, &title, ask).await {
-                Ok(()) => runtime.run(&call, false).await,
-                Err(refusal) => refusal,
-            },
-            Err(failure) => Outcome::failure(failure),
-        };
-        if let Some(warning) = self.loops.observe(tool, &value, &outcome.output) {
+        if let Some(warning) = self.loops.observe(&name, &input, &outcome.output) {
             if !outcome.output.is_empty() && !outcome.output.ends_with('\n') {
                 outcome.output.push('\n');
             }
             outcome.output.push_str(&warning);
         }
-        let status = if outcome.failed {
-            ToolCallStatus::Failed
-        } else {
-            ToolCallStatus::Completed
-        };
-        let (preview, acp) = match found {
-            Some(t) => {
-                let d = &t.declaration;
-                self.counters.add(&d.counter);
-                let preview = d.display.preview_output;
-                let acp = acp::tool_call(&id, Some(t.kind), &title, &value, Some(&outcome), status);
-                (preview, acp)
-            }
-            None => (
-                true,
-                acp::tool_call(&id, None, &title, &value, Some(&outcome), status),
-            ),
-        };
-        let preview = preview.then(|| display::preview(&outcome.output, self.preview_lines));
-        Report {
+        if let Some(t) = tool {
+            self.counters.add(&t.declaration.counter);
+        }
+        Finished {
+            id,
+            name,
+            input,
+            tool,
             outcome,
-            display: Display { header, preview },
-            acp,
         }
     }
 
@@ -213,12 +290,11 @@ impl<'r> Session<'r> {
     /// that already failed, so there is nothing to ask about).
     async fn permit(
         &mut self,
+        runtime: &Runtime,
         id: &str,
         call: &Call<'_>,
-        header: &str,
-        title: &str,
         ask: &mut impl Ask,
-    ) -> Result<(), Outcome> {
+    ) -> Result<(), CallOutcome> {
         let (declaration, kind) = (&call.tool.declaration, call.tool.kind);
         if !kind.needs_permission() {
             return Ok(());
@@ -233,7 +309,7 @@ impl<'r> Session<'r> {
                     let dry = if kind == Kind::Execute {
                         None
                     } else {
-                        let dry = self.runtime.run(call, true).await;
+                        let dry = runtime.run(call, true).await;
                         if dry.failed {
                             return Err(dry);
                         }
@@ -243,14 +319,14 @@ impl<'r> Session<'r> {
                         tool_call: acp::tool_call(
                             id,
                             Some(kind),
-                            title,
-                            &call.value,
+                            &title(Some(call.tool), &declaration.name, &call.input),
+                            &call.input,
                             dry.as_ref(),
                             ToolCallStatus::Pending,
                         ),
                         options: acp::permission_options(),
-                        header: header.to_string(),
-                        argument: display::whole_argument(declaration, &call.value),
+                        header: display::header(declaration, &call.input),
+                        argument: display::whole_argument(declaration, &call.input),
                         details: dry
                             .map(|d| display::escape(&d.output).into_owned())
                             .unwrap_or_default(),
@@ -267,7 +343,7 @@ impl<'r> Session<'r> {
         if allowed {
             Ok(())
         } else {
-            Err(Outcome::failure(refusal(kind, &declaration.name)))
+            Err(CallOutcome::failure(refusal(kind, &declaration.name)))
         }
     }
 }
@@ -278,5 +354,19 @@ fn refusal(kind: Kind, tool: &str) -> String {
         Kind::Execute => "[command rejected by the user]".to_string(),
         Kind::Edit => format!("[{tool} rejected by the user: nothing was written]"),
         _ => format!("[{tool} rejected by the user: nothing was changed]"),
+    }
+}
+
+/// The header of a call of a tool that is not declared: its name as a short prefix, since an
+/// unknown name is bad input and can be megabytes long.
+fn unknown_header(name: &str) -> String {
+    display::escape(&format!("{UNKNOWN} {}", output::quote(name))).into_owned()
+}
+
+/// The title of a call, for a client's screen: the header without the icon, escaped alike.
+fn title(tool: Option<&Tool>, name: &str, input: &Value) -> String {
+    match tool {
+        Some(t) => display::title(&t.declaration, input),
+        None => display::escape(&output::quote(name)).into_owned(),
     }
 }

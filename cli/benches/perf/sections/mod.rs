@@ -7,5 +7,6 @@ pub(crate) mod edit;
 pub(crate) mod large;
 pub(crate) mod mcp;
 pub(crate) mod oneshot;
+pub(crate) mod pipe;
 pub(crate) mod rss;
 pub(crate) mod session;

@@ -1,0 +1,82 @@
+//! Section `pipe`: `cordon session` as an agent drives it, one JSON line in and its answer out
+//! through pipes, display and ACP view included: the per-call overhead of `read_file` on a
+//! 4 KiB file above `std::fs::read_to_string` (target: at most 60 µs). A run of N calls and a
+//! run of one are timed whole, process start to exit, so (N-call run − 1-call run) / (N − 1)
+//! is the cost of one more call, start-up excluded.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::fixture::Dirs;
+use crate::harness::{fmt, median, repeated, samples};
+use crate::report::Report;
+
+const REQUEST: &str = r#"{"tool":"read_file","input":{"path":"4k.txt"}}"#;
+
+pub(crate) fn run(dirs: &Dirs, report: &mut Report) {
+    println!(
+        "\n# `cordon session` through pipes: `read_file` of a 4 KiB file, one call after another"
+    );
+    let n = samples(3000).max(2);
+    let path = dirs.ws.join("4k.txt");
+    let native = repeated(samples(3000), &mut || {
+        assert_eq!(std::fs::read_to_string(&path).unwrap().len(), 4096);
+    });
+    let (mut one, mut many) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        one.push(session(dirs, 1));
+        many.push(session(dirs, n));
+    }
+    one.sort();
+    many.sort();
+    let (one, many, native) = (median(&one), median(&many), median(&native));
+    let per_call = many.saturating_sub(one) / (n as u32 - 1);
+    let over = per_call.saturating_sub(native);
+    println!(
+        "  {n} calls: {}; 1 call: {}; per call: {}; std::fs::read_to_string: {}",
+        fmt(many),
+        fmt(one),
+        fmt(per_call),
+        fmt(native)
+    );
+    report.row(
+        "`cordon session` per-call overhead, `read_file` 4 KiB, through pipes, above native",
+        format!(
+            "{} ({} per call vs {})",
+            fmt(over),
+            fmt(per_call),
+            fmt(native)
+        ),
+        format!("{:.0}×", per_call.as_secs_f64() / native.as_secs_f64()),
+        "≤ 60 µs above native",
+        Some(over <= Duration::from_micros(60)),
+    );
+}
+
+/// One `cordon session` process answering `calls` requests, each sent once the one before
+/// it was answered; the time from its start to its exit.
+fn session(dirs: &Dirs, calls: usize) -> Duration {
+    let started = Instant::now();
+    let mut child = dirs
+        .cordon(&dirs.cache)
+        .arg("session")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start cordon session");
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..calls {
+        input.write_all(REQUEST.as_bytes()).unwrap();
+        input.write_all(b"\n").unwrap();
+        input.flush().unwrap();
+        line.clear();
+        output.read_line(&mut line).unwrap();
+        assert!(line.contains(r#""status":"completed""#), "{line}");
+    }
+    drop(input);
+    assert!(child.wait().unwrap().success());
+    started.elapsed()
+}

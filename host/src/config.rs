@@ -1,0 +1,117 @@
+//! The user's side of cordon: where its files live, and its config file (the consent given to
+//! third-party plugins).
+//!
+//! Everything here is the user's, never a tool's or a workspace's: the config is read only
+//! from cordon's config directory or `--config`, and [`crate::own`] refuses to start when a tool
+//! could write any of it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The variable that moves the compile cache ([`default_cache_dir`]).
+pub const CACHE_DIR_ENV: &str = "CORDON_CACHE_DIR";
+
+/// The name of the key file that authenticates the compile cache, in the config directory.
+pub const CACHE_KEY_FILE: &str = "cache.key";
+
+/// cordon's config file: the user's consent, per plugin.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[plugins.NAME]` tables.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, Consent>,
+}
+
+/// `[plugins.NAME]`: what the user allows one plugin beyond the defaults.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consent {
+    /// Allow directory grants outside the workspace.
+    #[serde(default)]
+    pub allow_outside_workspace: bool,
+    /// Allow the shell capability.
+    #[serde(default)]
+    pub allow_shell: bool,
+    /// The longest deadline the manifest may ask for, in seconds (default 10).
+    pub max_timeout_secs: Option<u64>,
+    /// The most memory the manifest may ask for, in MiB (default 256).
+    pub max_memory_mib: Option<u64>,
+}
+
+/// Why the config file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} is not a valid cordon config: {source}", path.display())]
+    Invalid {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+}
+
+impl Config {
+    /// Reads the config file at `path`.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+/// cordon's config directory, `$XDG_CONFIG_HOME/cordon` (else `~/.config/cordon`), whether or
+/// not it exists.
+pub fn config_dir() -> Option<PathBuf> {
+    var("XDG_CONFIG_HOME")
+        .or_else(|| var("HOME").map(|home| home.join(".config")))
+        .map(|dir| dir.join("cordon"))
+}
+
+/// The config file cordon reads by default, `<config dir>/config.toml`, whether or not it
+/// exists: the file a message tells the user to edit.
+pub fn config_file() -> Option<PathBuf> {
+    config_dir().map(|d| d.join("config.toml"))
+}
+
+/// The default config file, when it exists.
+pub fn default_config_file() -> Option<PathBuf> {
+    config_file().filter(|f| f.is_file())
+}
+
+/// The default plugin directory, `<config dir>/plugins`, when it exists.
+pub fn default_plugin_dir() -> Option<PathBuf> {
+    config_dir()
+        .map(|d| d.join("plugins"))
+        .filter(|d| d.is_dir())
+}
+
+/// The default key file that authenticates the compile cache, in the config directory.
+pub fn default_cache_key() -> Option<PathBuf> {
+    config_dir().map(|dir| dir.join(CACHE_KEY_FILE))
+}
+
+/// The default cache directory: `$CORDON_CACHE_DIR`, else `$XDG_CACHE_HOME/cordon`, else
+/// `~/.cache/cordon`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    var(CACHE_DIR_ENV)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cordon")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("cordon")))
+}
+
+/// A path from the environment; an empty value counts as unset.
+fn var(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
