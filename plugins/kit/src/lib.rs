@@ -11,12 +11,15 @@
 //!
 //! [`diff`] renders the numbered line diffs `write_file` and `edit_file` show, and [`textfile`]
 //! holds what the built-in file tools share (messages, reading a file, the host's atomic
-//! replacement).
+//! replacement). [`input_schema`] derives a tool's input schema from its input type.
 
 pub mod diff;
 pub mod lines;
 pub mod path;
+mod schema;
 pub mod textfile;
+
+pub use schema::input_schema;
 
 /// Bindings generated from `wit/cordon.wit`.
 pub mod bindings {
