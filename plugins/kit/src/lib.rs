@@ -101,7 +101,7 @@ pub fn run<T: Tool>(input: &str, context: &Context) -> Outcome {
 
 impl Declaration {
     /// A tool named `name` of `kind`, described to the model by `description`, taking input
-    /// of `input_schema` (see [`object_schema`]). Until [`Declaration::shown_as`] and
+    /// of `input_schema` (see [`input_schema`]). Until [`Declaration::shown_as`] and
     /// [`Declaration::counted_as`] say otherwise, it is shown as `🔧 name` with its output
     /// previewed, and counted under a counter of its own.
     pub fn new(
@@ -215,16 +215,4 @@ impl Outcome {
         }
         self
     }
-}
-
-/// The JSON Schema text for an object with the given properties, all of which are listed in
-/// `required` or optional, and no others.
-pub fn object_schema(properties: serde_json::Value, required: &[&str]) -> String {
-    serde_json::json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
-    .to_string()
 }
