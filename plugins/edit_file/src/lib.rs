@@ -68,6 +68,10 @@ impl Tool for EditFile {
         )
     }
 
+    fn dry_run(input: &Input) -> bool {
+        input.dry_run
+    }
+
     fn call(input: Input, context: &Context) -> Result<Outcome, String> {
         run(&input, context)
     }
@@ -99,11 +103,10 @@ fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
         ))
         .with_location(location, None));
     }
-    let dry_run = context.dry_run || input.dry_run;
-    if !dry_run {
+    if !context.dry_run {
         textfile::replace(&abs, given, edited.as_bytes())?;
     }
-    let headline = headline(given, input.edits.len(), &change, dry_run);
+    let headline = headline(given, input.edits.len(), &change, context.dry_run);
     let line = change.first_changed_line;
     Ok(textfile::change_outcome(headline, change, limit)
         .with_location(location.clone(), line)
