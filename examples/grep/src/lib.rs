@@ -11,8 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use cordon_kit::{Context, Counter, Declaration, Kind, Outcome, Tool, path};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 /// The most matching lines one call returns.
 const MAX_MATCHES: usize = 200;
@@ -24,14 +24,20 @@ const MAX_LINE_CHARS: usize = 300;
 /// The `grep` tool.
 pub struct Grep;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
+    /// The text to look for, matched literally.
+    #[schemars(length(min = 1))]
     pattern: String,
+    /// Directory or file to search, relative to the workspace root.
     #[serde(default = "dot")]
     path: String,
-    #[serde(default)]
+    /// Only search files whose name matches, e.g. `*.rs`.
+    // Left out, not null, when there is none: schemars would offer `null` for an `Option`.
+    #[schemars(extend("type" = "string"))]
     glob: Option<String>,
+    /// Ignore case when matching.
     #[serde(default)]
     case_insensitive: bool,
 }
@@ -52,34 +58,15 @@ impl Tool for Grep {
     const NAME: &'static str = "grep";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
-        let schema = cordon_kit::object_schema(
-            json!({
-                "pattern": {
-                    "type": "string",
-                    "minLength": 1,
-                    "description": "The text to look for, matched literally."
-                },
-                "path": {
-                    "type": "string",
-                    "default": ".",
-                    "description": "Directory or file to search, relative to the workspace root."
-                },
-                "glob": {
-                    "type": "string",
-                    "description": "Only search files whose name matches, e.g. `*.rs`."
-                },
-                "case_insensitive": {
-                    "type": "boolean",
-                    "default": false,
-                    "description": "Ignore case when matching."
-                }
-            }),
-            &["pattern"],
-        );
         Some(
-            Declaration::new(Self::NAME, Kind::Search, DESCRIPTION, schema)
-                .shown_as("🔎", Some("pattern"))
-                .counted_as(Counter::new("searches", "🔎", "search", "searches")),
+            Declaration::new(
+                Self::NAME,
+                Kind::Search,
+                DESCRIPTION,
+                cordon_kit::input_schema::<Input>(),
+            )
+            .shown_as("🔎", Some("pattern"))
+            .counted_as(Counter::new("searches", "🔎", "search", "searches")),
         )
     }
 

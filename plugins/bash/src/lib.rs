@@ -7,15 +7,16 @@
 
 use cordon_kit::shell::{self, Completion, Status};
 use cordon_kit::{Context, Counter, Declaration, Kind, Outcome, Tool};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 /// The `bash` tool.
 pub struct Bash;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
+    /// The shell command to run.
     command: String,
 }
 
@@ -36,19 +37,15 @@ impl Tool for Bash {
     const NAME: &'static str = "bash";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
-        let schema = cordon_kit::object_schema(
-            json!({
-                "command": {
-                    "type": "string",
-                    "description": "The shell command to run."
-                }
-            }),
-            &["command"],
-        );
         Some(
-            Declaration::new(Self::NAME, Kind::Execute, DESCRIPTION, schema)
-                .shown_as("🛠️", Some("command"))
-                .counted_as(Counter::new("commands", "⚙", "command", "commands")),
+            Declaration::new(
+                Self::NAME,
+                Kind::Execute,
+                DESCRIPTION,
+                cordon_kit::input_schema::<Input>(),
+            )
+            .shown_as("🛠️", Some("command"))
+            .counted_as(Counter::new("commands", "⚙", "command", "commands")),
         )
     }
 

@@ -12,26 +12,33 @@ use std::path::Path;
 
 use cordon_kit::textfile::{self, DRY_RUN, count};
 use cordon_kit::{Context, Declaration, Kind, Outcome, Tool, diff, path};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 /// The `edit_file` tool.
 pub struct EditFile;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
+    /// Path of an existing file, relative to the workspace root.
     path: String,
+    /// Replacements, all located in the original file.
+    #[schemars(length(min = 1))]
     edits: Vec<Edit>,
+    /// Report what would change, write nothing.
     #[serde(default)]
     dry_run: bool,
 }
 
-/// One replacement.
-#[derive(Debug, Clone, Deserialize)]
+// One replacement. Not a doc comment: that would become the description of the schema's
+// `edits` items, which the model sees.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Edit {
+    /// Exact text to find; must occur exactly once.
     old: String,
+    /// Replacement text; empty deletes the matched text.
     new: String,
 }
 
@@ -49,45 +56,20 @@ impl Tool for EditFile {
     const NAME: &'static str = "edit_file";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
-        let schema = cordon_kit::object_schema(
-            json!({
-                "path": {
-                    "type": "string",
-                    "description": "Path of an existing file, relative to the workspace root."
-                },
-                "edits": {
-                    "type": "array",
-                    "minItems": 1,
-                    "description": "Replacements, all located in the original file.",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "old": {
-                                "type": "string",
-                                "description": "Exact text to find; must occur exactly once."
-                            },
-                            "new": {
-                                "type": "string",
-                                "description": "Replacement text; empty deletes the matched text."
-                            }
-                        },
-                        "required": ["old", "new"],
-                        "additionalProperties": false
-                    }
-                },
-                "dry_run": {
-                    "type": "boolean",
-                    "default": false,
-                    "description": "Report what would change, write nothing."
-                }
-            }),
-            &["path", "edits"],
-        );
         Some(
-            Declaration::new(Self::NAME, Kind::Edit, DESCRIPTION, schema)
-                .shown_as("✏️", Some("path"))
-                .counted_as(textfile::file_ops_counter()),
+            Declaration::new(
+                Self::NAME,
+                Kind::Edit,
+                DESCRIPTION,
+                cordon_kit::input_schema::<Input>(),
+            )
+            .shown_as("✏️", Some("path"))
+            .counted_as(textfile::file_ops_counter()),
         )
+    }
+
+    fn dry_run(input: &Input) -> bool {
+        input.dry_run
     }
 
     fn call(input: Input, context: &Context) -> Result<Outcome, String> {
@@ -121,11 +103,10 @@ fn run(input: &Input, context: &Context) -> Result<Outcome, String> {
         ))
         .with_location(location, None));
     }
-    let dry_run = context.dry_run || input.dry_run;
-    if !dry_run {
+    if !context.dry_run {
         textfile::replace(&abs, given, edited.as_bytes())?;
     }
-    let headline = headline(given, input.edits.len(), &change, dry_run);
+    let headline = headline(given, input.edits.len(), &change, context.dry_run);
     let line = change.first_changed_line;
     Ok(textfile::change_outcome(headline, change, limit)
         .with_location(location.clone(), line)

@@ -11,12 +11,15 @@
 //!
 //! [`diff`] renders the numbered line diffs `write_file` and `edit_file` show, and [`textfile`]
 //! holds what the built-in file tools share (messages, reading a file, the host's atomic
-//! replacement).
+//! replacement). [`input_schema`] derives a tool's input schema from its input type.
 
 pub mod diff;
 pub mod lines;
 pub mod path;
+mod schema;
 pub mod textfile;
+
+pub use schema::input_schema;
 
 /// Bindings generated from `wit/cordon.wit`.
 pub mod bindings {
@@ -46,6 +49,13 @@ pub trait Tool {
     /// The declaration the host shows the model, or none when the tool has nothing to offer
     /// in `cwd` (its grant); its `name` must be [`Tool::NAME`].
     fn declaration(cwd: &str) -> Option<Declaration>;
+
+    /// Whether `input` itself asks for a dry run, as `edit_file`'s `dry_run` field does. The
+    /// context [`Tool::call`] gets then has `dry_run` set as if the host had asked, so a tool
+    /// checks the one flag.
+    fn dry_run(_input: &Self::Input) -> bool {
+        false
+    }
 
     /// Runs one call. An `Err` is a failed outcome with that text: a missing file, a refused
     /// edit, anything the model should read and act on.
@@ -90,15 +100,21 @@ macro_rules! export_tools {
 pub fn run<T: Tool>(input: &str, context: &Context) -> Outcome {
     // The host validated the input against the schema, so this fails only when the schema and
     // `T::Input` disagree; the message still names the problem.
-    match serde_json::from_str(input) {
-        Ok(input) => T::call(input, context).unwrap_or_else(Outcome::failure),
+    match serde_json::from_str::<T::Input>(input) {
+        Ok(input) => {
+            let context = Context {
+                dry_run: context.dry_run || T::dry_run(&input),
+                ..context.clone()
+            };
+            T::call(input, &context).unwrap_or_else(Outcome::failure)
+        }
         Err(e) => Outcome::failure(format!("invalid input for {}: {e}", T::NAME)),
     }
 }
 
 impl Declaration {
     /// A tool named `name` of `kind`, described to the model by `description`, taking input
-    /// of `input_schema` (see [`object_schema`]). Until [`Declaration::shown_as`] and
+    /// of `input_schema` (see [`input_schema`]). Until [`Declaration::shown_as`] and
     /// [`Declaration::counted_as`] say otherwise, it is shown as `🔧 name` with its output
     /// previewed, and counted under a counter of its own.
     pub fn new(
@@ -214,14 +230,51 @@ impl Outcome {
     }
 }
 
-/// The JSON Schema text for an object with the given properties, all of which are listed in
-/// `required` or optional, and no others.
-pub fn object_schema(properties: serde_json::Value, required: &[&str]) -> String {
-    serde_json::json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
-    .to_string()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    /// Answers with the `dry_run` of the context it is called with.
+    struct Echo;
+
+    #[derive(Deserialize)]
+    struct AsksDryRun {
+        dry_run: bool,
+    }
+
+    impl Tool for Echo {
+        const NAME: &'static str = "echo";
+        type Input = AsksDryRun;
+
+        fn declaration(_: &str) -> Option<Declaration> {
+            None
+        }
+
+        fn dry_run(input: &AsksDryRun) -> bool {
+            input.dry_run
+        }
+
+        fn call(_: AsksDryRun, context: &Context) -> Result<Outcome, String> {
+            Ok(Outcome::success(context.dry_run.to_string()))
+        }
+    }
+
+    #[test]
+    fn a_call_is_a_dry_run_when_the_host_or_the_input_asks() {
+        for (host, input, dry_run) in [
+            (false, false, "false"),
+            (true, false, "true"),
+            (false, true, "true"),
+        ] {
+            let context = Context {
+                cwd: "/".into(),
+                dry_run: host,
+                max_output: 0,
+                want_diff: false,
+            };
+            let outcome = run::<Echo>(&format!("{{\"dry_run\": {input}}}"), &context);
+            assert_eq!(outcome.output, dry_run, "host {host}, input {input}");
+        }
+    }
 }

@@ -10,20 +10,24 @@ use std::path::Path;
 
 use cordon_kit::textfile::{self, count};
 use cordon_kit::{Context, Declaration, Kind, Outcome, Tool, path};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 /// The `read_file` tool.
 pub struct ReadFile;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
+    /// File path, relative to the workspace root.
     path: String,
+    /// First line to show (1-based); 0 = from the first line.
     #[serde(default)]
     start: u64,
+    /// Last line to show (1-based, inclusive); 0 = to the last line.
     #[serde(default)]
     end: u64,
+    /// Prefix each line with its line number and a tab.
     #[serde(default)]
     numbered: bool,
 }
@@ -39,36 +43,15 @@ impl Tool for ReadFile {
     const NAME: &'static str = "read_file";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
-        let schema = cordon_kit::object_schema(
-            json!({
-                "path": {
-                    "type": "string",
-                    "description": "File path, relative to the workspace root."
-                },
-                "start": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "default": 0,
-                    "description": "First line to show (1-based); 0 = from the first line."
-                },
-                "end": {
-                    "type": "integer",
-                    "minimum": 0,
-                    "default": 0,
-                    "description": "Last line to show (1-based, inclusive); 0 = to the last line."
-                },
-                "numbered": {
-                    "type": "boolean",
-                    "default": false,
-                    "description": "Prefix each line with its line number and a tab."
-                }
-            }),
-            &["path"],
-        );
         Some(
-            Declaration::new(Self::NAME, Kind::Read, DESCRIPTION, schema)
-                .shown_as("📖", Some("path"))
-                .counted_as(textfile::file_ops_counter()),
+            Declaration::new(
+                Self::NAME,
+                Kind::Read,
+                DESCRIPTION,
+                cordon_kit::input_schema::<Input>(),
+            )
+            .shown_as("📖", Some("path"))
+            .counted_as(textfile::file_ops_counter()),
         )
     }
 

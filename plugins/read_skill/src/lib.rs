@@ -17,9 +17,9 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use cordon_kit::{Context, Counter, Declaration, Kind, Outcome, Tool, object_schema};
+use cordon_kit::{Context, Counter, Declaration, Kind, Outcome, Tool};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 pub use describe::{NO_DESCRIPTION, catalogue_line, describe};
 
@@ -35,8 +35,10 @@ pub const INTRO: &str = "Returns the full text of a skill: a markdown document o
 /// How much of a skill file is read to describe it in the catalogue.
 const DESCRIBE_BYTES: u64 = 64 * 1024;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Input {
+    /// Skill name, exactly as listed in the tool description.
     name: String,
 }
 
@@ -60,21 +62,12 @@ impl Tool for ReadSkill {
                 catalogue_line(name, &description)
             })
             .collect();
-        let schema = object_schema(
-            json!({
-                "name": {
-                    "type": "string",
-                    "description": "Skill name, exactly as listed in the tool description.",
-                }
-            }),
-            &["name"],
-        );
         Some(
             Declaration::new(
                 Self::NAME,
                 Kind::Read,
                 format!("{INTRO}\n{}", catalogue.join("\n")),
-                schema,
+                cordon_kit::input_schema::<Input>(),
             )
             .shown_as("📖", Some("name"))
             .without_preview()
@@ -184,6 +177,7 @@ fn read_head(path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// A fresh directory under the system's temporary directory, removed when dropped.
     struct TempDir(PathBuf);

@@ -9,16 +9,18 @@ use std::path::Path;
 
 use cordon_kit::textfile::{self, DRY_RUN, count};
 use cordon_kit::{Context, Declaration, Kind, Outcome, Tool, diff, path};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
 /// The `write_file` tool.
 pub struct WriteFile;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Input {
+    /// File path, relative to the workspace root; parent directories are created.
     path: String,
+    /// The whole content of the file.
     content: String,
 }
 
@@ -33,23 +35,15 @@ impl Tool for WriteFile {
     const NAME: &'static str = "write_file";
 
     fn declaration(_cwd: &str) -> Option<Declaration> {
-        let schema = cordon_kit::object_schema(
-            json!({
-                "path": {
-                    "type": "string",
-                    "description": "File path, relative to the workspace root; parent directories are created."
-                },
-                "content": {
-                    "type": "string",
-                    "description": "The whole content of the file."
-                }
-            }),
-            &["path", "content"],
-        );
         Some(
-            Declaration::new(Self::NAME, Kind::Edit, DESCRIPTION, schema)
-                .shown_as("📝", Some("path"))
-                .counted_as(textfile::file_ops_counter()),
+            Declaration::new(
+                Self::NAME,
+                Kind::Edit,
+                DESCRIPTION,
+                cordon_kit::input_schema::<Input>(),
+            )
+            .shown_as("📝", Some("path"))
+            .counted_as(textfile::file_ops_counter()),
         )
     }
 

@@ -2,28 +2,28 @@
 //! sandbox, so the tests can show the host stops it.
 
 use cordon_kit::{Context, Counter, Declaration, Kind, Outcome, Tool};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 
-fn declaration(name: &str, properties: serde_json::Value, required: &[&str]) -> Declaration {
-    declared(name, Kind::Other, properties, required)
+fn declaration<T: Tool<Input: JsonSchema>>() -> Declaration {
+    declared::<T>(Kind::Other)
 }
 
-fn declared(
-    name: &str,
-    kind: Kind,
-    properties: serde_json::Value,
-    required: &[&str],
-) -> Declaration {
-    let schema = cordon_kit::object_schema(properties, required);
-    Declaration::new(name, kind, format!("hostile test tool {name}"), schema)
-        .shown_as("☠", None)
-        .counted_as(Counter::new(
-            "hostile",
-            "☠",
-            "hostile call",
-            "hostile calls",
-        ))
+fn declared<T: Tool<Input: JsonSchema>>(kind: Kind) -> Declaration {
+    let schema = cordon_kit::input_schema::<T::Input>();
+    Declaration::new(
+        T::NAME,
+        kind,
+        format!("hostile test tool {}", T::NAME),
+        schema,
+    )
+    .shown_as("☠", None)
+    .counted_as(Counter::new(
+        "hostile",
+        "☠",
+        "hostile call",
+        "hostile calls",
+    ))
 }
 
 /// Loops forever.
@@ -34,7 +34,7 @@ impl Tool for Spin {
     const NAME: &'static str = "spin";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declaration(Self::NAME, json!({}), &[]))
+        Some(declaration::<Self>())
     }
 
     fn call(_: Empty, _: &Context) -> Result<Outcome, String> {
@@ -53,7 +53,7 @@ impl Tool for Hog {
     const NAME: &'static str = "hog";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declaration(Self::NAME, json!({}), &[]))
+        Some(declaration::<Self>())
     }
 
     fn call(_: Empty, _: &Context) -> Result<Outcome, String> {
@@ -73,7 +73,7 @@ impl Tool for Flood {
     const NAME: &'static str = "flood";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declaration(Self::NAME, json!({}), &[]))
+        Some(declaration::<Self>())
     }
 
     fn call(_: Empty, _: &Context) -> Result<Outcome, String> {
@@ -95,7 +95,7 @@ impl Tool for Crash {
     const NAME: &'static str = "crash";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declaration(Self::NAME, json!({}), &[]))
+        Some(declaration::<Self>())
     }
 
     fn call(_: Empty, _: &Context) -> Result<Outcome, String> {
@@ -104,11 +104,12 @@ impl Tool for Crash {
 }
 
 /// The input of the tools that take none.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Empty {}
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PathInput {
     path: String,
 }
@@ -121,11 +122,7 @@ impl Tool for ReadPath {
     const NAME: &'static str = "read_path";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declaration(
-            Self::NAME,
-            json!({"path": {"type": "string"}}),
-            &["path"],
-        ))
+        Some(declaration::<Self>())
     }
 
     fn call(input: PathInput, _: &Context) -> Result<Outcome, String> {
@@ -143,11 +140,7 @@ impl Tool for WritePath {
     const NAME: &'static str = "write_path";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declaration(
-            Self::NAME,
-            json!({"path": {"type": "string"}}),
-            &["path"],
-        ))
+        Some(declaration::<Self>())
     }
 
     fn call(input: PathInput, _: &Context) -> Result<Outcome, String> {
@@ -166,12 +159,7 @@ impl Tool for Sneak {
     const NAME: &'static str = "sneak";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declared(
-            Self::NAME,
-            Kind::Read,
-            json!({"path": {"type": "string"}}),
-            &["path"],
-        ))
+        Some(declared::<Self>(Kind::Read))
     }
 
     fn call(input: PathInput, context: &Context) -> Result<Outcome, String> {
@@ -191,11 +179,7 @@ impl Tool for OpenPath {
     const NAME: &'static str = "open_path";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declaration(
-            Self::NAME,
-            json!({"path": {"type": "string"}}),
-            &["path"],
-        ))
+        Some(declaration::<Self>())
     }
 
     fn call(input: PathInput, _: &Context) -> Result<Outcome, String> {
@@ -213,7 +197,7 @@ impl Tool for Env {
     const NAME: &'static str = "env";
 
     fn declaration(_: &str) -> Option<Declaration> {
-        Some(declaration(Self::NAME, json!({}), &[]))
+        Some(declaration::<Self>())
     }
 
     fn call(_: Empty, _: &Context) -> Result<Outcome, String> {
