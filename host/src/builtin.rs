@@ -9,9 +9,6 @@ use crate::spec::{Limits, Source, Spec};
 
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 
-/// The built-in plugins, in the order their tools are listed.
-pub const NAMES: &[&str] = &["bash", "read_file", "write_file", "edit_file", "read_skill"];
-
 /// What the built-in plugin `name` is granted under `options`; none when it is not loaded.
 ///
 /// Each gets the least it needs: `read_file` reads the workspace; `write_file` and `edit_file`

@@ -134,8 +134,6 @@ pub fn wasm_components(packages: &[&str]) -> PathBuf {
     use std::sync::Mutex;
     static BUILT: Mutex<Option<HashSet<String>>> = Mutex::new(None);
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let target = root.join("target").join("plugins");
-    let out = target.join("wasm32-wasip2").join("release");
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     let built = built.get_or_insert_with(HashSet::new);
     let missing: Vec<&str> = packages
@@ -144,32 +142,10 @@ pub fn wasm_components(packages: &[&str]) -> PathBuf {
         .filter(|p| !built.contains(*p))
         .collect();
     if !missing.is_empty() {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .current_dir(root)
-            .args([
-                "build",
-                "--release",
-                "--target",
-                "wasm32-wasip2",
-                "--target-dir",
-            ])
-            .arg(&target);
-        for package in &missing {
-            build.args(["-p", package]);
-        }
-        for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTFLAGS", "CARGO_TARGET_DIR"] {
-            build.env_remove(var);
-        }
-        let status = build.status().expect("run cargo to build test components");
-        assert!(
-            status.success(),
-            "building {missing:?} for wasm32-wasip2 failed"
-        );
+        cordon_wasm_build::build(root, &missing).unwrap_or_else(|e| panic!("{e}"));
         built.extend(missing.iter().map(|p| p.to_string()));
     }
-    out
+    cordon_wasm_build::out_dir(root)
 }
 
 /// A plugin directory holding the component `from` (a path) as `<name>.wasm` with `manifest`
