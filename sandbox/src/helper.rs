@@ -11,17 +11,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::confine::{self, Plan};
-use super::wire::{self, Report, Request};
-use super::{ENVIRONMENT, PATH};
+use super::wire::{self, Request};
+use super::{ENVIRONMENT, PATH, Status, signal_name, whole_secs};
 
 /// Runs the sandbox helper and exits; see the crate documentation.
 pub(crate) fn sandbox_main() -> ! {
-    let report = match supervise() {
-        Ok(report) => report,
-        Err(why) => Report::Refused(why),
-    };
+    let status = supervise().unwrap_or_else(Status::Refused);
     let mut err = io::stderr();
-    let _ = err.write_all(report.to_line().as_bytes());
+    let _ = err.write_all(wire::report_line(&status).as_bytes());
     let _ = err.flush();
     std::process::exit(0)
 }
@@ -38,7 +35,7 @@ struct Launch {
     plan: Option<Plan>,
 }
 
-fn supervise() -> Result<Report, String> {
+fn supervise() -> Result<Status, String> {
     let mut raw = Vec::new();
     io::stdin()
         .read_to_end(&mut raw)
@@ -129,7 +126,7 @@ fn supervise() -> Result<Report, String> {
     }
     match outcome {
         Waited::Exited(report) => Ok(report),
-        Waited::TimedOut => Ok(Report::TimedOut),
+        Waited::TimedOut => Ok(Status::TimedOut(whole_secs(timeout))),
         Waited::HostGone => {
             // The host cannot remove the private directory any more: do it for it.
             let _ = std::fs::remove_dir_all(&private);
@@ -300,7 +297,7 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 enum Waited {
-    Exited(Report),
+    Exited(Status),
     TimedOut,
     HostGone,
 }
@@ -347,7 +344,7 @@ fn wait_for(pid: libc::pid_t, deadline: Instant) -> Waited {
 }
 
 /// bash's status if it has exited, without reaping it.
-fn exited(pid: libc::pid_t) -> Option<Report> {
+fn exited(pid: libc::pid_t) -> Option<Status> {
     // SAFETY: `info` is a valid siginfo_t; reading its fields after a successful waitid.
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
@@ -357,8 +354,8 @@ fn exited(pid: libc::pid_t) -> Option<Report> {
             return None;
         }
         Some(match info.si_code {
-            libc::CLD_EXITED => Report::Exited(info.si_status()),
-            _ => Report::Signaled(info.si_status()),
+            libc::CLD_EXITED => Status::Exited(info.si_status()),
+            _ => Status::Signaled(signal_name(info.si_status())),
         })
     }
 }

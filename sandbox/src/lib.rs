@@ -170,8 +170,7 @@ impl Policy {
 
     /// The timeout in whole seconds, as reported in [`Status::TimedOut`] (rounded up).
     pub fn timeout_secs(&self) -> u32 {
-        let secs = self.timeout.as_secs() + u64::from(self.timeout.subsec_nanos() > 0);
-        u32::try_from(secs).unwrap_or(u32::MAX)
+        whole_secs(self.timeout)
     }
 }
 
@@ -197,8 +196,14 @@ impl Completion {
     }
 }
 
-/// How a command ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `duration` in whole seconds, rounded up.
+fn whole_secs(duration: Duration) -> u32 {
+    let secs = duration.as_secs() + u64::from(duration.subsec_nanos() > 0);
+    u32::try_from(secs).unwrap_or(u32::MAX)
+}
+
+/// How a command ended. The helper reports it to the host in this form, too.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Status {
     /// bash exited with this status code.
     Exited(i32),

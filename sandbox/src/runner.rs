@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::wire::{self, Report, Request};
-use super::{Completion, Policy, SANDBOX_ARG, Status, signal_name};
+use super::wire::{self, Request};
+use super::{Completion, Policy, SANDBOX_ARG, Status};
 
 /// How long the host keeps reading output after the helper has reported (the tree is dead by
 /// then; this only covers a writer that escaped it).
@@ -110,13 +110,10 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
     omitted += trim_partial_char(&mut kept, omitted > 0);
     let output = String::from_utf8_lossy(&kept).into_owned();
     let text = String::from_utf8_lossy(&report);
-    let (report, diagnostics) = Report::parse(&text);
+    let (report, diagnostics) = wire::parse_report(&text);
     let status = match report {
         _ if backstop => Status::TimedOut(policy.timeout_secs()),
-        Some(Report::Exited(code)) => Status::Exited(code),
-        Some(Report::Signaled(sig)) => Status::Signaled(signal_name(sig)),
-        Some(Report::TimedOut) => Status::TimedOut(policy.timeout_secs()),
-        Some(Report::Refused(why)) => Status::Refused(why),
+        Some(status) => status,
         None => Status::Refused(format!(
             "the sandbox helper ended without a report ({exit}){}{diagnostics}",
             if diagnostics.is_empty() { "" } else { ": " }

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::Status;
+
 /// One command and the confinement to run it under. Paths travel as bytes: they need not be
 /// UTF-8.
 #[derive(Debug, Serialize, Deserialize)]
@@ -35,55 +37,29 @@ pub(super) fn to_path(bytes: &[u8]) -> PathBuf {
 /// The marker that starts the report line.
 const PREFIX: &str = "cordon-sandbox-report:";
 
-/// How the command ended, as the helper saw it.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum Report {
-    Exited(i32),
-    Signaled(i32),
-    TimedOut,
-    Refused(String),
+/// The report of how the command ended, as one line (newline included): the marker, then the
+/// [`Status`] as JSON.
+pub(super) fn report_line(status: &Status) -> String {
+    let json = serde_json::to_string(status).expect("a status serializes");
+    format!("\n{PREFIX} {json}\n")
 }
 
-impl Report {
-    /// The report as one line, newline included.
-    pub fn to_line(&self) -> String {
-        let body = match self {
-            Report::Exited(code) => format!("exited {code}"),
-            Report::Signaled(sig) => format!("signaled {sig}"),
-            Report::TimedOut => "timedout".to_string(),
-            Report::Refused(why) => format!("refused {}", why.replace('\n', " ")),
-        };
-        format!("\n{PREFIX} {body}\n")
-    }
-
-    /// The report in what the helper wrote, and everything else it wrote (diagnostics such
-    /// as a panic message).
-    pub fn parse(text: &str) -> (Option<Report>, String) {
-        let mut report = None;
-        let mut other = String::new();
-        for line in text.lines() {
-            match line.strip_prefix(PREFIX) {
-                Some(body) => report = Self::parse_body(body.trim_start()),
-                None if line.trim().is_empty() => {}
-                None => {
-                    other.push_str(line);
-                    other.push('\n');
-                }
+/// The report in what the helper wrote, and everything else it wrote (diagnostics such as a
+/// panic message).
+pub(super) fn parse_report(text: &str) -> (Option<Status>, String) {
+    let mut report = None;
+    let mut other = String::new();
+    for line in text.lines() {
+        match line.strip_prefix(PREFIX) {
+            Some(json) => report = serde_json::from_str(json.trim_start()).ok(),
+            None if line.trim().is_empty() => {}
+            None => {
+                other.push_str(line);
+                other.push('\n');
             }
         }
-        (report, other.trim_end().to_string())
     }
-
-    fn parse_body(body: &str) -> Option<Report> {
-        let (kind, rest) = body.split_once(' ').unwrap_or((body, ""));
-        match kind {
-            "exited" => rest.parse().ok().map(Report::Exited),
-            "signaled" => rest.parse().ok().map(Report::Signaled),
-            "timedout" => Some(Report::TimedOut),
-            "refused" => Some(Report::Refused(rest.to_string())),
-            _ => None,
-        }
-    }
+    (report, other.trim_end().to_string())
 }
 
 #[cfg(test)]
@@ -92,19 +68,15 @@ mod tests {
 
     #[test]
     fn reports_round_trip() {
-        for report in [
-            Report::Exited(3),
-            Report::Signaled(9),
-            Report::TimedOut,
-            Report::Refused("no Landlock\nat all".into()),
+        for status in [
+            Status::Exited(3),
+            Status::Signaled("SIGKILL".into()),
+            Status::TimedOut(30),
+            Status::Refused("no Landlock\nat all".into()),
         ] {
-            let line = report.to_line();
-            let (parsed, other) = Report::parse(&format!("thread panicked\n{line}"));
-            let expected = match report {
-                Report::Refused(_) => Report::Refused("no Landlock at all".into()),
-                r => r,
-            };
-            assert_eq!(parsed, Some(expected));
+            let line = report_line(&status);
+            let (parsed, other) = parse_report(&format!("thread panicked\n{line}"));
+            assert_eq!(parsed, Some(status));
             assert_eq!(other, "thread panicked");
         }
     }
