@@ -1,6 +1,6 @@
 //! The per-call overhead of the bash tool, against spawning `bash -c true` directly.
 //!
-//! `cargo bench -p cordon --bench bash_overhead` (set `CORDON_BENCH_CALLS` for more or fewer
+//! `cargo bench -p cordon-cli --bench bash_overhead` (set `CORDON_BENCH_CALLS` for more or fewer
 //! calls; 200 by default). Each round runs, interleaved so that machine noise hits all alike:
 //!
 //! - `bash -c true`: spawned directly with `std::process::Command` (the baseline);

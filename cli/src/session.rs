@@ -5,8 +5,9 @@
 //! `--permissions ask`, a call that needs permission first writes a `permission_request` line
 //! and reads the answer line. End of input ends the session.
 
+use rmcp::transport::io::{StdioReader, StdioWriter};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Stdin, Stdout};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use cordon::Runtime;
 use cordon::output::quote;
@@ -15,8 +16,8 @@ use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
 
 /// Standard input and output, shared by the request loop and the permission prompts.
 struct Io {
-    input: BufReader<Stdin>,
-    out: Stdout,
+    input: BufReader<StdioReader>,
+    out: StdioWriter,
     /// The `id` of the request being answered.
     id: Option<Value>,
 }
@@ -89,9 +90,13 @@ impl Ask for Io {
 /// Serves requests until end of input.
 pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::io::Result<()> {
     let mut session = Session::new(mode);
+    // When stdin and stdout are pipes (as agents start cordon), they are read and written on
+    // the reactor, as `cordon mcp` does, instead of through a blocking thread for every line
+    // (see docs/performance.md); anything else falls back to tokio's standard streams.
+    let (input, out) = rmcp::transport::io::stdio_pipes();
     let mut io = Io {
-        input: BufReader::new(tokio::io::stdin()),
-        out: tokio::io::stdout(),
+        input: BufReader::new(input),
+        out,
         id: None,
     };
     while let Some(line) = io.next_line().await? {

@@ -165,14 +165,18 @@ impl Plugin {
     /// the deadline, so a call held in a system call (a FIFO being opened) neither blocks the
     /// caller's thread nor outlives its deadline: it is abandoned, its thread ends when the
     /// system call does.
-    pub async fn call(&self, tool: &str, input: &str, context: Context) -> Result<Outcome, String> {
+    pub async fn call(
+        &self,
+        tool: &str,
+        input: String,
+        context: Context,
+    ) -> Result<Outcome, String> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let core = self.core.clone();
-        let (owned_tool, input) = (tool.to_string(), input.to_string());
-        let handle = tokio::runtime::Handle::current();
+        let owned_tool = tool.to_string();
         self.workers
             .run(move || {
-                let result = handle.block_on(core.run(&owned_tool, &input, context));
+                let result = crate::workers::block_on(core.run(&owned_tool, &input, context));
                 // Nobody waits any more when the caller gave up (deadline, cancellation).
                 let _ = answer.send(result);
             })

@@ -399,7 +399,7 @@ impl Runtime {
         let name = &call.tool.declaration.name;
         match call
             .plugin
-            .call(name, &call.input.to_string(), context)
+            .call(name, call.input.to_string(), context)
             .await
         {
             Ok(outcome) => self.finish(outcome),

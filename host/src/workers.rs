@@ -8,6 +8,7 @@
 //! takes the next call. Idle workers are kept, since handing a job to a waiting thread costs
 //! far less than starting one.
 
+use std::future::Future;
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -41,6 +42,20 @@ impl Workers {
             .spawn(move || serve(job, &idle))?;
         Ok(())
     }
+}
+
+thread_local! {
+    /// Each worker's own async runtime: a call's timers and wake-ups stay on its thread instead
+    /// of crossing to the front door's runtime and back.
+    static RUNTIME: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("cannot start a worker's async runtime");
+}
+
+/// Runs `future` to completion on this worker's runtime.
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    RUNTIME.with(|runtime| runtime.block_on(future))
 }
 
 /// A worker's life: run the job, wait in the idle list for the next, end with the pool.
