@@ -43,7 +43,7 @@ pub enum Error {
     Plugin {
         plugin: String,
         #[source]
-        refusal: crate::manifest::Refusal,
+        refusal: Box<crate::manifest::Refusal>,
     },
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(#[source] wasmtime::Error),

@@ -379,7 +379,7 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
         .unwrap_or_default();
     let refuse = |refusal: Refusal| Error::Plugin {
         plugin: name.clone(),
-        refusal,
+        refusal: Box::new(refusal),
     };
     let manifest_path = manifest_path(path);
     if !manifest_path.is_file() {

@@ -265,10 +265,10 @@ impl Runtime {
                 if declared.iter().any(|d| !listed.contains(d)) {
                     return Err(Error::Plugin {
                         plugin: spec.name,
-                        refusal: Refusal::Unlisted {
+                        refusal: Box::new(Refusal::Unlisted {
                             declared,
                             listed: listed.clone(),
-                        },
+                        }),
                     });
                 }
             }

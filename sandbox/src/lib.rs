@@ -226,14 +226,7 @@ pub fn run(policy: &Policy, command: &str) -> Completion {
 /// Runs this process as the sandbox helper, and never returns, when it was started as one (its
 /// first argument is [`SANDBOX_ARG`]); otherwise returns at once. Call it first thing in
 /// `main`, before any thread starts: the helper sets up confinement in a single-threaded
-/// process.
-///
-/// ```no_run
-/// fn main() {
-///     cordon_sandbox::run_helper_if_asked();
-///     // … the program itself, which may call `cordon_sandbox::run`.
-/// }
-/// ```
+/// process. `examples/embed` in the repository is such a program.
 pub fn run_helper_if_asked() {
     if std::env::args_os().nth(1).as_deref() == Some(SANDBOX_ARG.as_ref()) {
         helper::sandbox_main();
