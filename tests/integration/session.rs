@@ -155,6 +155,27 @@ fn the_error_answer_to_a_huge_bad_line_is_short_and_names_its_length() {
     }
 }
 
+/// A call larger than an input may be is refused before it is parsed, nothing is written, and
+/// the session goes on.
+#[test]
+fn a_line_over_the_input_limit_is_refused_and_the_session_goes_on() {
+    let cordon = Cordon::new();
+    let content = "a".repeat(65 << 20);
+    let lines = [
+        call("write_file", json!({"path": "big.txt", "content": content})).to_string(),
+        json!({"id": 2, "end_turn": true}).to_string(),
+    ];
+    let out = answers(&cordon, lines.join("\n"));
+    assert_eq!(out.len(), 2, "{out:?}");
+    let error = out[0]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("the line is 65.0 MiB, more than the 64 MiB a request may carry"),
+        "{error}"
+    );
+    assert_eq!(out[1]["id"], 2);
+    assert!(!cordon.path("big.txt").exists(), "nothing was written");
+}
+
 /// An unknown tool name is bad input too: the answer shows a short, marked prefix of it.
 #[test]
 fn the_answer_to_a_huge_unknown_tool_name_is_short() {
