@@ -165,22 +165,22 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.as_ref();
-        // An unknown tool is a malformed request; any other failure is the call's outcome.
-        if let Err(unknown) = self.runtime.find(name) {
-            return Err(ErrorData::invalid_params(unknown.to_string(), None));
-        }
         let input = Value::Object(request.arguments.unwrap_or_default());
         let mut ask = Elicit { peer: context.peer };
         let call = async {
             let mut session = self.session.lock().await;
             let pending = session.prepare(&self.runtime, name, input);
+            // An unknown tool is a malformed request; any other failure is the call's outcome.
+            if let Some(unknown @ CallError::UnknownTool { .. }) = pending.error() {
+                return Err(ErrorData::invalid_params(unknown.to_string(), None));
+            }
             let header = pending.header();
-            (session.call(pending, &mut ask).await.outcome, header)
+            Ok((session.call(pending, &mut ask).await.outcome, header))
         };
         // A cancelled call is no longer waited for, as at its deadline: the calls after it
         // need not wait for a plugin that may be stuck.
         let (outcome, header) = tokio::select! {
-            done = call => done,
+            done = call => done?,
             () = context.ct.cancelled() => {
                 return Err(ErrorData::internal_error(format!("the {name} call was cancelled"), None));
             }

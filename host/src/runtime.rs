@@ -423,7 +423,7 @@ impl Runtime {
 }
 
 /// Checks that `input` is an object that fits the schema of `tool`.
-fn check(tool: &Tool, input: &Value) -> Result<(), CallError> {
+pub fn check(tool: &Tool, input: &Value) -> Result<(), CallError> {
     let name = &tool.declaration.name;
     if !input.is_object() {
         return Err(CallError::NotObject {

@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::bindings::Kind;
 use crate::output;
 use crate::plugin::{Plugin, Tool};
-use crate::runtime::{Call, CallError, CallOutcome, Runtime};
+use crate::runtime::{self, Call, CallError, CallOutcome, Runtime};
 use counters::Counters;
 use display::TerminalView;
 use loops::LoopDetector;
@@ -113,6 +113,11 @@ pub struct Pending<'r> {
 }
 
 impl Pending<'_> {
+    /// Why the call cannot run, if it cannot.
+    pub fn error(&self) -> Option<&CallError> {
+        self.ready.as_ref().err()
+    }
+
     /// The header of the call, to show before it runs (escaped, one line).
     pub fn header(&self) -> String {
         match self.tool {
@@ -197,39 +202,41 @@ impl Session {
     /// The next call, of `name` with `input` on `runtime`: its tool found and its input
     /// checked.
     pub fn prepare<'r>(&mut self, runtime: &'r Runtime, name: &str, input: Value) -> Pending<'r> {
-        let ready = runtime.validate(name, &input);
-        self.pending(runtime, name, input, ready)
+        self.pending(runtime, name, Ok(input))
     }
 
     /// [`Session::prepare`] for an input given as text (`cordon call`); text that is not JSON
-    /// is the call's error, and its input null.
+    /// is the call's error (unless the tool is unknown, which is the first thing wrong), and
+    /// its input null.
     pub fn prepare_text<'r>(
         &mut self,
         runtime: &'r Runtime,
         name: &str,
         input: &str,
     ) -> Pending<'r> {
-        match Runtime::parse(name, input) {
-            Ok(input) => self.prepare(runtime, name, input),
-            Err(error) => {
-                // An unknown tool is the first thing wrong.
-                let ready = runtime.find(name).and(Err(error));
-                self.pending(runtime, name, Value::Null, ready)
-            }
-        }
+        self.pending(runtime, name, Runtime::parse(name, input))
     }
 
     fn pending<'r>(
         &mut self,
         runtime: &'r Runtime,
         name: &str,
-        input: Value,
-        ready: Result<(&'r Plugin, &'r Tool), CallError>,
+        input: Result<Value, CallError>,
     ) -> Pending<'r> {
+        let found = runtime.find(name);
+        let tool = found.as_ref().ok().map(|&(_, tool)| tool);
+        let (input, ready) = match (found, input) {
+            (Err(unknown), input) => (input.unwrap_or(Value::Null), Err(unknown)),
+            (Ok(_), Err(unparsed)) => (Value::Null, Err(unparsed)),
+            (Ok((plugin, tool)), Ok(input)) => {
+                let ready = runtime::check(tool, &input).map(|()| (plugin, tool));
+                (input, ready)
+            }
+        };
         self.calls += 1;
         Pending {
             runtime,
-            tool: runtime.tool(name).map(|(_, tool)| tool),
+            tool,
             id: format!("call_{}", self.calls),
             name: name.to_string(),
             input,
