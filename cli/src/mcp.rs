@@ -148,10 +148,8 @@ impl ServerHandler for Server {
             _ => None,
         };
         let text = match refused {
-            Some(error @ (CallError::UnknownTool { .. } | CallError::NotObject { .. })) => {
-                error.to_string()
-            }
-            _ => format!(
+            Some(error) => error.to_string(),
+            None => format!(
                 "Invalid tools/call params: expected {{\"name\": string, \"arguments\": object}}, got: {}",
                 quote(&params)
             ),

@@ -120,10 +120,7 @@ impl Pending<'_> {
 
     /// The header of the call, to show before it runs (escaped, one line).
     pub fn header(&self) -> String {
-        match self.tool {
-            Some(tool) => display::header(&tool.declaration, &self.input),
-            None => unknown_header(&self.name),
-        }
+        header(self.tool, &self.name, &self.input)
     }
 }
 
@@ -145,15 +142,11 @@ impl Finished<'_> {
     /// What a person sees: the header, and the first `preview_lines` lines of the output when
     /// the tool's output is echoed.
     pub fn view(&self, preview_lines: usize) -> TerminalView {
-        let (header, preview) = match self.tool {
-            Some(t) => (
-                display::header(&t.declaration, &self.input),
-                t.declaration.display.preview_output,
-            ),
-            None => (unknown_header(&self.name), true),
-        };
+        let preview = self
+            .tool
+            .is_none_or(|t| t.declaration.display.preview_output);
         TerminalView {
-            header,
+            header: header(self.tool, &self.name, &self.input),
             preview: preview.then(|| display::preview(&self.outcome.output, preview_lines)),
         }
     }
@@ -364,13 +357,17 @@ fn refusal(kind: Kind, tool: &str) -> String {
     }
 }
 
-/// The header of a call of a tool that is not declared: its name as a short prefix, since an
-/// unknown name is bad input and can be megabytes long.
-fn unknown_header(name: &str) -> String {
-    display::escape(&format!("{UNKNOWN} {}", output::quote(name))).into_owned()
+/// The header of a call: the tool's icon, or [`UNKNOWN`] for a tool that is not declared, then
+/// the [`title`].
+fn header(tool: Option<&Tool>, name: &str, input: &Value) -> String {
+    match tool {
+        Some(t) => display::header(&t.declaration, input),
+        None => format!("{UNKNOWN} {}", title(None, name, input)),
+    }
 }
 
-/// The title of a call, for a client's screen: the header without the icon, escaped alike.
+/// The title of a call, for a client's screen: the header without the icon, escaped alike. An
+/// unknown name is bad input and can be megabytes long: it is shown as a short prefix.
 fn title(tool: Option<&Tool>, name: &str, input: &Value) -> String {
     match tool {
         Some(t) => display::title(&t.declaration, input),
