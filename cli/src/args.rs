@@ -41,9 +41,9 @@ pub struct Global {
     #[arg(long, value_name = "SECS", default_value_t = cordon::shell::DEFAULT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub timeout: u64,
 
-    /// Run bash commands without the kernel confinement (Landlock, seccomp, dropped
-    /// capabilities) when the kernel cannot enforce it. Timeout, process-tree kill and output
-    /// bound still apply.
+    /// Run bash commands without the kernel confinement (namespaces, Landlock, seccomp,
+    /// dropped capabilities) when the kernel cannot enforce it. Timeout, process-tree kill and
+    /// output bound still apply.
     #[arg(long, global = true)]
     pub unconfined_bash: bool,
 
@@ -59,7 +59,8 @@ pub struct Global {
     #[arg(long, global = true)]
     pub bash_network: bool,
 
-    /// The address-space limit of each process of a bash command, in MiB.
+    /// The memory limit of a bash command's whole process tree, in MiB (a memory cgroup;
+    /// where cordon cannot create one, each process's address-space limit instead).
     #[arg(long, value_name = "MIB", default_value_t = cordon::shell::DEFAULT_MEMORY_LIMIT >> 20, value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub bash_memory: u64,
 

@@ -1,6 +1,7 @@
-//! The kernel confinement of a command: prepared in the helper ([`prepare`], which refuses
-//! what the kernel cannot enforce), applied in the forked child just before bash is exec'd
-//! ([`Plan::apply`]).
+//! The second layer of a command's confinement, inside its namespaces: Landlock, seccomp,
+//! dropped capabilities, `no_new_privs` and resource limits. Prepared in the helper
+//! ([`prepare`], which refuses what the kernel cannot enforce), applied by the namespace's init
+//! once the view is built ([`Plan::apply`]), before it forks bash.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -16,20 +17,14 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
-use super::cgroup::Cgroup;
+use super::view::DEVICES;
 use super::wire::{self, Request};
-use super::{READ_ROOTS, SECRET_PATHS};
+use super::{HOME, READ_ROOTS, SECRET_PATHS};
 
 /// The confinement of one command, ready to apply.
 pub(super) struct Plan {
-    ruleset: RulesetCreated,
+    abi: ABI,
     filters: Vec<BpfProgram>,
-    /// The pids cgroup of the command, when one could be created.
-    pub cgroup: Option<Cgroup>,
-    /// `RLIMIT_NPROC`, when there is no cgroup (non-root only).
-    nproc: Option<u64>,
-    memory: Option<u64>,
-    root: bool,
 }
 
 /// What the refusal of a confined command says after naming the missing part.
@@ -37,61 +32,38 @@ const ESCAPE_HATCH: &str = "start cordon with --unconfined-bash to run commands 
                             kernel confinement (timeout, process-tree kill and output bound \
                             still apply)";
 
-fn refusal(missing: impl std::fmt::Display) -> String {
+pub(super) fn refusal(missing: impl std::fmt::Display) -> String {
     format!("bash cannot run confined: {missing}; {ESCAPE_HATCH}")
 }
 
-/// Builds the confinement of `request`, or says which part the kernel cannot enforce.
+/// Prepares the confinement of `request`, or says which part the kernel cannot enforce.
 pub(super) fn prepare(request: &Request) -> Result<Plan, String> {
     let abi = landlock_abi().map_err(refusal)?;
     // Landlock confines connecting to pathname Unix sockets from ABI 9 on; before, AF_UNIX
-    // sockets are refused altogether (see the module documentation of `shell`).
-    let target = if abi >= ABI::V9 { ABI::V9 } else { ABI::V6 };
-    let ruleset = ruleset(request, target)?;
-    let filters = seccomp(request.network, target >= ABI::V9).map_err(refusal)?;
-    // SAFETY: no arguments.
-    let (uid, euid) = unsafe { (libc::getuid(), libc::geteuid()) };
-    let root = uid == 0 || euid == 0;
-    let (cgroup, nproc) = match Cgroup::create(request.max_processes) {
-        Ok(cgroup) => (Some(cgroup), None),
-        Err(why) if root => {
-            return Err(refusal(format!(
-                "cannot bound the number of processes: cordon runs as root, which the kernel \
-                 exempts from RLIMIT_NPROC, and no pids cgroup could be created ({why})"
-            )));
-        }
-        Err(_) => {
-            let current = tasks_of(uid)
-                .map_err(|e| refusal(format!("cannot count the processes of uid {uid}: {e}")))?;
-            (None, Some(current + u64::from(request.max_processes)))
-        }
-    };
-    Ok(Plan {
-        ruleset,
-        filters,
-        cgroup,
-        nproc,
-        memory: request.memory_limit,
-        root,
-    })
+    // sockets are refused altogether (see the crate documentation).
+    let abi = if abi >= ABI::V9 { ABI::V9 } else { ABI::V6 };
+    let filters = seccomp(request.network, abi >= ABI::V9).map_err(refusal)?;
+    Ok(Plan { abi, filters })
 }
 
 impl Plan {
-    /// Confines the calling process (the command's child, single-threaded, about to exec).
-    pub fn apply(self) -> Result<(), String> {
-        if let Some(cgroup) = &self.cgroup {
-            cgroup.join().map_err(refusal)?;
-        }
+    /// Confines the calling process (the namespace's init, single-threaded, in the view):
+    /// at most `tasks` tasks in its user namespace and, when `address_space` is given, that
+    /// address-space limit per process.
+    pub fn apply(
+        self,
+        request: &Request,
+        tasks: u64,
+        address_space: Option<u64>,
+    ) -> Result<(), String> {
         limit(libc::RLIMIT_CORE, 0)?;
-        if let Some(bytes) = self.memory {
+        limit(libc::RLIMIT_NPROC, tasks)?;
+        if let Some(bytes) = address_space {
             limit(libc::RLIMIT_AS, bytes)?;
         }
-        if let Some(tasks) = self.nproc {
-            limit(libc::RLIMIT_NPROC, tasks)?;
-        }
-        drop_capabilities(self.root).map_err(refusal)?;
-        let status = self
-            .ruleset
+        let ruleset = ruleset(request, self.abi)?;
+        drop_capabilities().map_err(refusal)?;
+        let status = ruleset
             .restrict_self()
             .map_err(|e| refusal(format!("Landlock refused the ruleset: {e}")))?;
         if status.ruleset != RulesetStatus::FullyEnforced {
@@ -182,10 +154,12 @@ fn ruleset(request: &Request, abi: ABI) -> Result<RulesetCreated, String> {
     let ruleset = ruleset.scope(Scope::from_all(abi)).map_err(landlock)?;
 
     let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
-    // Writable: the workspace, the private directory, the extra writable paths.
+    // Writable: the workspace, the private tmpfs mounts, the extra writable paths.
     let workspace = wire::to_path(&request.workspace);
     rules.push((workspace, all));
-    rules.push((wire::to_path(&request.private_dir), all));
+    for private in ["/tmp", "/dev/shm", HOME] {
+        rules.push((private.into(), all));
+    }
     for path in &request.extra_write {
         let path = existing(path, "writable")?;
         rules.push((path, all));
@@ -200,14 +174,21 @@ fn ruleset(request: &Request, abi: ABI) -> Result<RulesetCreated, String> {
         let path = existing(path, "readable")?;
         grant_read(&path, read, &mut rules);
     }
+    // The view holds only what the command may see: every directory of it may be listed.
+    rules.push(("/".into(), AccessFs::ReadDir.into()));
     rules.push(("/proc".into(), AccessFs::ReadFile | AccessFs::ReadDir));
+    rules.push(("/sys/devices/system/cpu".into(), read));
+    // The view's /dev holds only these devices; terminals also take their ioctls.
     let device_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
-    for device in ["/dev/null", "/dev/zero", "/dev/full"] {
-        rules.push((device.into(), device_rw));
+    for device in DEVICES {
+        let access = match device {
+            "random" | "urandom" => AccessFs::ReadFile.into(),
+            "tty" => device_rw | AccessFs::IoctlDev,
+            _ => device_rw,
+        };
+        rules.push((Path::new("/dev").join(device), access));
     }
-    for device in ["/dev/random", "/dev/urandom"] {
-        rules.push((device.into(), AccessFs::ReadFile.into()));
-    }
+    rules.push(("/dev/pts".into(), device_rw | AccessFs::ReadDir | AccessFs::IoctlDev));
 
     let mut created = ruleset.create().map_err(landlock)?;
     for (path, access) in rules {
@@ -500,8 +481,10 @@ fn prctl(option: libc::c_int, arg: libc::c_ulong) -> io::Result<libc::c_int> {
     Ok(result)
 }
 
-/// Drops every capability for good and sets no-new-privileges, then checks the result.
-fn drop_capabilities(root: bool) -> Result<(), String> {
+/// Drops every capability for good and sets no-new-privileges, then checks the result. The
+/// caller holds every capability of its user namespace, so the bounding set can be emptied
+/// and the securebits locked too.
+fn drop_capabilities() -> Result<(), String> {
     let before = capabilities().map_err(|e| format!("capget: {e}"))?;
     if before[0].effective & (1 << CAP_SETPCAP) != 0 {
         prctl(libc::PR_SET_SECUREBITS, SECUREBITS)
@@ -552,19 +535,14 @@ fn drop_capabilities(root: bool) -> Result<(), String> {
     let bounding_left = (0..64)
         .map_while(|cap| prctl(libc::PR_CAPBSET_READ, cap).ok())
         .any(|set| set == 1);
-    // Without CAP_SETPCAP (an unprivileged user) the bounding set cannot be emptied, but
-    // with no capability held and no_new_privs set, exec cannot grant any: only root needs
-    // the bounding set empty and the securebits locked as well.
-    if root {
-        if bounding_left {
-            return Err(
-                "the capability bounding set cannot be emptied (CAP_SETPCAP is missing)".into(),
-            );
-        }
-        let bits = prctl(libc::PR_GET_SECUREBITS, 0).unwrap_or(0) as libc::c_ulong;
-        if bits & SECUREBITS != SECUREBITS {
-            return Err("the securebits cannot be locked (CAP_SETPCAP is missing)".into());
-        }
+    if bounding_left {
+        return Err(
+            "the capability bounding set cannot be emptied (CAP_SETPCAP is missing)".into(),
+        );
+    }
+    let bits = prctl(libc::PR_GET_SECUREBITS, 0).unwrap_or(0) as libc::c_ulong;
+    if bits & SECUREBITS != SECUREBITS {
+        return Err("the securebits cannot be locked (CAP_SETPCAP is missing)".into());
     }
     Ok(())
 }
@@ -601,30 +579,6 @@ fn limit(resource: Resource, value: u64) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// How many tasks (threads included, as `RLIMIT_NPROC` counts them) run under real uid `uid`.
-fn tasks_of(uid: libc::uid_t) -> io::Result<u64> {
-    let mut total = 0;
-    for entry in std::fs::read_dir("/proc")?.flatten() {
-        if !entry.file_name().as_bytes().iter().all(u8::is_ascii_digit) {
-            continue;
-        }
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
-            continue;
-        };
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .and_then(|v| v.split_whitespace().next())
-                .and_then(|v| v.parse::<u64>().ok())
-        };
-        if field("Uid:") == Some(u64::from(uid)) {
-            total += field("Threads:").unwrap_or(1);
-        }
-    }
-    Ok(total)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! cordon's confined shell: `bash -c <command>` run confined, bounded in time and output, and
-//! never outliving its call. It is the `shell` capability of cordon's plugins, and depends on
-//! nothing of them: a policy in, a [`Completion`] out.
+//! cordon's confined shell: `bash -c <command>` run confined, bounded in time, memory and
+//! output, and never outliving its call. It is the `shell` capability of cordon's plugins,
+//! and depends on nothing of them: a policy in, a [`Completion`] out.
 //!
 //! Its public face is [`run`] (a command under a [`Policy`]) and [`run_helper_if_asked`], which
 //! the program that calls [`run`] must call first thing in its `main`: commands run in a
@@ -10,75 +10,103 @@
 //!
 //! [`run`] (called by the host, blocking) re-executes the calling program as a *sandbox helper*
 //! ([`SANDBOX_ARG`], entry point [`run_helper_if_asked`]). The helper is freshly exec'd and
-//! single-threaded, so confinement is never set up in a `pre_exec` of the multi-threaded host.
-//! The request travels on the helper's standard input (a memfd); the helper's environment is
-//! empty. The helper:
+//! single-threaded, so namespaces and confinement are never set up in a `pre_exec` of the
+//! multi-threaded host. The request travels on the helper's standard input (a memfd); the
+//! helper's environment is empty. The helper:
 //!
-//! - moves into a new session and becomes a *child subreaper*, so every descendant of the
-//!   command that is orphaned (double fork, `setsid`, `nohup`) is reparented to it;
-//! - prepares the confinement (below) and refuses the call if any part of it cannot be
-//!   enforced;
-//! - forks the command: `bash --noprofile --norc -c <command>`, in its own session and process
-//!   group, standard input `/dev/null`, standard output and error on one pipe (so they stay in
-//!   the order written), working directory the workspace, and a fixed environment
-//!   ([`ENVIRONMENT`]): `PATH` ([`PATH`]), `HOME` and `TMPDIR` in a private directory created for
-//!   the call and removed after it, `LANG` and `LC_ALL` = `C.UTF-8`, `TERM` = `dumb`; nothing of
-//!   the host's environment;
-//! - applies the confinement in that child, then execs bash;
-//! - waits for bash to exit or for the timeout, then kills what is left: bash's process group,
-//!   then, in a loop until it has no child left, every child it has (orphans keep being
-//!   reparented to it), so nothing the command started outlives the call — background jobs,
-//!   daemons in their own session, fork bombs;
+//! - leaves the host's session, prepares the seccomp filters and the memory cgroup, and, when
+//!   cordon runs as root, opens the host trees of the command's view;
+//! - clones the command's *init* into new user, PID, mount, IPC, UTS and network namespaces
+//!   and writes its id maps;
+//! - waits for the init to exit or for the timeout, and kills the init when the timeout
+//!   passes or the host goes away: the kernel then kills every process of the PID namespace
+//!   at once — background jobs, daemons in their own session, fork chains that `setsid` and
+//!   regrow — and hands the init back only once the namespace is empty;
 //! - reports how bash ended on its standard error, which the host reads.
 //!
+//! The init (pid 1) joins the memory cgroup, takes a cgroup namespace, builds the view,
+//! confines itself, then forks `bash --noprofile --norc -c <command>` in its own session,
+//! standard input `/dev/null`, standard output and error on one pipe (so they stay in the
+//! order written), working directory the workspace, and a fixed environment
+//! ([`ENVIRONMENT`]): `PATH` ([`PATH`]), `HOME` ([`HOME`]), `TMPDIR` `/tmp`, `LANG` and
+//! `LC_ALL` `C.UTF-8`, `TERM` `dumb`; nothing of the host's environment. It reaps every orphan
+//! of the namespace until bash exits, reports bash's status and exits; whatever is left dies
+//! with it. The init dies with the helper (parent-death signal), so a killed helper — or a
+//! killed host, whose helper then kills the init — leaves nothing behind either.
+//!
 //! The host drains the output pipe continuously and keeps at most [`Policy::output_cap`] bytes
-//! (the rest is counted in [`Completion::omitted_bytes`]); a background process that keeps the
-//! pipe open does not hold the call, because the helper kills it as soon as bash exits. If the
-//! helper itself does not finish within [`BACKSTOP_GRACE`] after the timeout, the host kills
-//! it.
+//! (the rest is counted in [`Completion::omitted_bytes`]). If the helper itself does not
+//! finish within [`BACKSTOP_GRACE`] after the timeout, the host kills it.
 //!
 //! # Confinement (Linux)
 //!
 //! Unless [`Policy::unconfined`] is set, every part below must be enforced or the call is
-//! [`Status::Refused`] with the missing part named (fail closed):
+//! [`Status::Refused`] with the missing part named (fail closed).
 //!
-//! - **Files** (Landlock, ABI 6 or later): read, write and execute in the workspace, the
-//!   private directory and [`Policy::extra_write`]; read and execute in [`READ_ROOTS`] (with
-//!   the secret files of [`SECRET_PATHS`] left out) and [`Policy::extra_read`]; read `/proc`;
-//!   read and write `/dev/null`, `/dev/zero`, `/dev/full`; read `/dev/random`, `/dev/urandom`.
-//!   Nothing else: not `/root`, `/home`, the host's `/tmp`, `/sys`, `/dev/shm`, other devices.
-//! - **Network** (unless [`Policy::network`]): seccomp makes `socket(2)` fail with `EPERM` for
+//! **Namespaces.** User, PID, mount, IPC (System V and POSIX message queues of its own), UTS
+//! (host name `cordon`), cgroup, and network unless [`Policy::network`] (an empty namespace:
+//! only a loopback interface, down). As an ordinary user, the command keeps its uid and gid,
+//! mapped to themselves. As root, it runs as uid and gid 0 of its user namespace, which are
+//! `nobody` (65534) outside: root's files are not its own, so a root-only file (mode 0600) in
+//! a system directory stays unreadable; the workspace and the extra paths are idmapped mounts
+//! on which root's files show as the command's own, so it writes them as before and what it
+//! creates there belongs to root on disk.
+//!
+//! **The view** is a fresh root (a tmpfs) in the mount namespace; the old root is detached:
+//!
+//! - read-only: [`READ_ROOTS`] (symbolic links among them, such as `/bin` → `usr/bin`, kept
+//!   as links), [`Policy::extra_read`], `/sys/devices/system/cpu`;
+//! - read-write, at their real paths: the workspace and [`Policy::extra_write`];
+//! - private and empty at each call: `/tmp`, `/dev/shm` and [`HOME`] (tmpfs, each bounded by
+//!   the memory limit), `/dev/pts` (a new devpts instance, with `/dev/ptmx`), and a `/dev`
+//!   holding only `null`, `zero`, `full`, `random`, `urandom`, `tty` and the usual links;
+//! - a fresh `/proc` of the PID namespace (only the command's processes), with `sys`,
+//!   `sysrq-trigger`, `irq` and `bus` read-only.
+//!
+//! Nothing else of the host is there: not `/root`, `/home`, `/run`, `/var`, the host's `/tmp`,
+//! the rest of `/sys`, other workspaces.
+//!
+//! **Inside the namespaces**, as a second layer:
+//!
+//! - *Files* (Landlock, ABI 6 or later): read, write and execute in the workspace, `/tmp`,
+//!   `/dev/shm`, [`HOME`] and [`Policy::extra_write`]; read and execute in [`READ_ROOTS`]
+//!   (with the secret files of [`SECRET_PATHS`] left out) and [`Policy::extra_read`]; read
+//!   `/proc`; the devices of the view; list any directory.
+//! - *Network* (unless [`Policy::network`]): seccomp makes `socket(2)` fail with `EPERM` for
 //!   every address family; Landlock also denies TCP bind and connect. Pathname Unix sockets
 //!   (`AF_UNIX`) are refused too while the kernel's Landlock cannot confine which socket files
-//!   may be connected to (before ABI 9): otherwise a command could reach host services such as
-//!   D-Bus, systemd or Docker through their sockets. With ABI 9 `AF_UNIX` is allowed and
-//!   connecting is limited to sockets in the writable directories. `socketpair(2)` always
-//!   works. Abstract Unix sockets outside the sandbox are unreachable (Landlock scope).
-//! - **Privileges**: no new privileges (`PR_SET_NO_NEW_PRIVS`); every capability dropped —
+//!   may be connected to (before ABI 9). With ABI 9 `AF_UNIX` is allowed and connecting is
+//!   limited to sockets in the writable directories. `socketpair(2)` always works.
+//! - *Privileges*: no new privileges (`PR_SET_NO_NEW_PRIVS`); every capability dropped —
 //!   effective, permitted, inheritable, ambient and the bounding set — and the securebits
-//!   locked (`SECBIT_NOROOT` and friends), so root inside the sandbox cannot regain them
-//!   through exec.
-//! - **Other processes**: signals only reach processes of the command's own tree (Landlock
+//!   locked, so uid 0 of the namespace cannot regain them through exec.
+//! - *Other processes*: signals only reach processes of the command's own tree (Landlock
 //!   signal scope); `ptrace`, `process_vm_*`, `pidfd_getfd` are denied (seccomp), as are new
 //!   namespaces, mounts, kernel keyrings, BPF, perf events, `userfaultfd`, System V and POSIX
 //!   message-queue IPC, kernel modules; `io_uring` and `clone3` report `ENOSYS` (so C
 //!   libraries fall back to `clone`, whose namespace flags are filtered); x32 system calls are
 //!   refused.
-//! - **Processes**: at most [`Policy::max_processes`] tasks (processes and threads) in a
-//!   `pids` cgroup created for the call when one is writable (v2 or v1). Without one, a
-//!   non-root user gets `RLIMIT_NPROC` (the user's current task count plus the same margin);
-//!   root cannot be bounded that way (the kernel exempts uid 0 from `RLIMIT_NPROC`), so root
-//!   without a writable pids cgroup is refused.
-//! - **Memory**: `RLIMIT_AS` of [`Policy::memory_limit`] per process (default 4 GiB); no core
-//!   dumps.
+//! - *Processes*: at most [`Policy::max_processes`] tasks (processes and threads), bound by
+//!   `RLIMIT_NPROC`, which the kernel counts per user namespace: it binds the command's tree
+//!   alone, root's included.
+//! - *Memory*: [`Policy::memory_limit`] for the whole tree, in a memory cgroup (v1 or v2)
+//!   created for the call and removed after it; when the kernel kills a process of it for
+//!   lack of memory, the call ends [`Status::OutOfMemory`]. Where no memory cgroup can be
+//!   created (an ordinary user without a delegated cgroup), each process gets the limit as its
+//!   address space (`RLIMIT_AS`) instead. No core dumps.
 //!
-//! [`Policy::unconfined`] (`--unconfined-bash`) skips all of the above; the timeout, the
-//! process-tree kill, the clean environment and the output bound still apply.
+//! [`Policy::unconfined`] (`--unconfined-bash`) skips all of the above: bash runs in the
+//! helper's namespaces, `HOME` and `TMPDIR` in a private directory, and the helper, a child
+//! subreaper, kills the process tree it can find; the timeout, the clean environment and the
+//! output bound still apply.
 
 mod cgroup;
 mod confine;
 mod helper;
+mod init;
+mod ns;
 mod runner;
+mod view;
 mod wire;
 
 use std::path::PathBuf;
@@ -92,7 +120,7 @@ pub const SANDBOX_ARG: &str = "__sandbox";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default number of output bytes kept ([`Policy::output_cap`]).
 pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
-/// The default address-space limit of each process of a command ([`Policy::memory_limit`]).
+/// The default memory limit of a command's whole process tree ([`Policy::memory_limit`]).
 pub const DEFAULT_MEMORY_LIMIT: u64 = 4 << 30;
 /// The default number of tasks a command may have at once ([`Policy::max_processes`]).
 pub const DEFAULT_MAX_PROCESSES: u32 = 512;
@@ -102,8 +130,12 @@ pub const BACKSTOP_GRACE: Duration = Duration::from_secs(5);
 /// The `PATH` of every command.
 pub const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// The environment of every command: these variables and no others. `HOME` and `TMPDIR` are
-/// `<private>/home` and `<private>/tmp`, in the private directory created for the call.
+/// The private home directory of a confined command (`HOME`), on a tmpfs of its own.
+pub const HOME: &str = "/home/cordon";
+
+/// The environment of every command: these variables and no others. `HOME` is [`HOME`] and
+/// `TMPDIR` is `/tmp` (both private to the call); unconfined, both are in a private directory
+/// created for the call and removed after it.
 pub const ENVIRONMENT: [&str; 6] = ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM"];
 
 /// System directories a confined command may read and execute from (those that exist).
@@ -140,7 +172,8 @@ pub struct Policy {
     pub network: bool,
     /// The number of output bytes kept; the rest is drained and counted, not kept.
     pub output_cap: usize,
-    /// The address-space limit (`RLIMIT_AS`) of each process of a command, in bytes; none:
+    /// The memory limit of a command's whole process tree, in bytes (a memory cgroup; where
+    /// none can be created, the address-space limit of each process instead); none:
     /// unlimited.
     pub memory_limit: Option<u64>,
     /// How many tasks (processes and threads) a command may have at once.
@@ -211,6 +244,9 @@ pub enum Status {
     Signaled(String),
     /// The command ran past the timeout (whole seconds) and its process tree was killed.
     TimedOut(u32),
+    /// The command's processes together reached the memory limit (MiB) and the kernel
+    /// killed at least one of them.
+    OutOfMemory(u64),
     /// The command could not run at all; the reason, for the user.
     Refused(String),
 }

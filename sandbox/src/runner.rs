@@ -5,7 +5,6 @@ use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,24 +32,9 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
             policy.workspace.display()
         )
     })?;
-    // The private directory: HOME and TMPDIR of the command, writable, removed on drop.
-    let private = tempfile::Builder::new()
-        .prefix("cordon-bash-")
-        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .tempdir()
-        .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
-    let private_dir = private
-        .path()
-        .canonicalize()
-        .map_err(|e| format!("cannot resolve the private directory: {e}"))?;
-    for sub in ["home", "tmp"] {
-        std::fs::create_dir(private_dir.join(sub))
-            .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
-    }
     let request = Request {
         command: command.to_string(),
         workspace: wire::to_bytes(&workspace),
-        private_dir: wire::to_bytes(&private_dir),
         extra_read: policy
             .extra_read
             .iter()
@@ -119,31 +103,11 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
             if diagnostics.is_empty() { "" } else { ": " }
         )),
     };
-    remove_private(private);
     Ok(Completion {
         output,
         omitted_bytes: omitted,
         status,
     })
-}
-
-/// Removes the private directory, even where the command took away its own permissions.
-fn remove_private(private: tempfile::TempDir) {
-    let path = private.keep();
-    if std::fs::remove_dir_all(&path).is_ok() {
-        return;
-    }
-    fn writable(dir: &Path) {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                writable(&entry.path());
-            }
-        }
-    }
-    writable(&path);
-    let _ = std::fs::remove_dir_all(&path);
 }
 
 /// The request, serialized into an anonymous memory file positioned at its start.

@@ -15,8 +15,6 @@ use super::Status;
 pub(super) struct Request {
     pub command: String,
     pub workspace: Vec<u8>,
-    /// The private directory of the call; `home` and `tmp` exist in it.
-    pub private_dir: Vec<u8>,
     pub extra_read: Vec<Vec<u8>>,
     pub extra_write: Vec<Vec<u8>>,
     pub network: bool,

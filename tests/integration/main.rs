@@ -11,6 +11,7 @@ mod own_files;
 mod plugins;
 mod python;
 mod read_skill;
+mod sandbox;
 mod session;
 mod special_files;
 mod terminal;

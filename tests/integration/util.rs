@@ -72,7 +72,7 @@ impl Cordon {
 
     /// A `cordon` command with this workspace and the global options, ready for a subcommand.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cordon"));
+        let mut cmd = Command::new(binary());
         cmd.env("CORDON_CACHE_DIR", cache_dir())
             .env_remove("NO_COLOR")
             .arg("--workspace")
@@ -122,9 +122,25 @@ impl Cordon {
     }
 }
 
-/// The compile cache shared by every test run, so components compile once per build.
+/// The `cordon` binary under test: `$CORDON_TEST_BIN` when set (`.ci/run` runs the sandbox
+/// tests again as an unprivileged user, with a copy of the binary that user can reach), else
+/// the one cargo built.
+pub fn binary() -> PathBuf {
+    std::env::var_os("CORDON_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cordon")))
+}
+
+/// The compile cache shared by every test run, so components compile once per build:
+/// `$CORDON_TEST_CACHE` when set (for the unprivileged run), else one in cargo's target
+/// directory.
 pub fn cache_dir() -> &'static Path {
-    Path::new(concat!(env!("CARGO_TARGET_TMPDIR"), "/cordon-cache"))
+    static DIR: std::sync::LazyLock<PathBuf> = std::sync::LazyLock::new(|| {
+        std::env::var_os("CORDON_TEST_CACHE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_TARGET_TMPDIR"), "/cordon-cache")))
+    });
+    &DIR
 }
 
 /// Builds the wasm32-wasip2 components of the given workspace packages (once per package per

@@ -19,6 +19,7 @@ impl Host for State {
                     shell::Status::Exited(code) => Status::Exited(code),
                     shell::Status::Signaled(name) => Status::Signaled(name),
                     shell::Status::TimedOut(secs) => Status::TimedOut(secs),
+                    shell::Status::OutOfMemory(mib) => Status::OutOfMemory(mib),
                     shell::Status::Refused(why) => Status::Refused(why),
                 },
             },

@@ -76,6 +76,9 @@ fn outcome(done: Completion) -> Outcome {
         Status::TimedOut(secs) => {
             Outcome::failure(output).with_trailer(format!("[error: {secs}s timeout exceeded]"))
         }
+        Status::OutOfMemory(mib) => Outcome::failure(output).with_trailer(format!(
+            "[error: the command exceeded its memory limit of {mib} MiB and was killed]"
+        )),
         Status::Refused(why) => {
             return Outcome::failure(format!("[error: bash could not run: {why}]"));
         }
@@ -115,6 +118,12 @@ mod tests {
         assert_eq!(
             o.trailer.as_deref(),
             Some("[exit code: killed by signal SIGKILL]")
+        );
+        let o = outcome(done("big\n", Status::OutOfMemory(4096)));
+        assert!(o.failed);
+        assert_eq!(
+            o.trailer.as_deref(),
+            Some("[error: the command exceeded its memory limit of 4096 MiB and was killed]")
         );
         let o = outcome(done("partial", Status::TimedOut(30)));
         assert_eq!(o.output, "partial");

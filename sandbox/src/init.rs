@@ -1,0 +1,259 @@
+//! The confined path of a command. The helper clones a process into new user, PID, mount,
+//! IPC, UTS and (unless the network is allowed) network namespaces; that process is the init
+//! (pid 1) of the PID namespace. The init joins the command's memory cgroup, takes a cgroup
+//! namespace, builds the command's view ([`super::view`]), confines itself
+//! ([`super::confine`]), forks bash and reaps every process of the namespace until bash exits;
+//! then it reports bash's status and exits, and the kernel kills whatever is left in the
+//! namespace. The helper kills the init at the timeout, or when the host goes away, with the
+//! same effect; the init dies with the helper (parent-death signal), so a killed helper takes
+//! the command's whole tree with it too.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::cgroup::Cgroup;
+use super::confine::{self, Plan, refusal};
+use super::helper::{self, Bash, Waited};
+use super::ns;
+use super::view::{self, Sources};
+use super::wire::Request;
+use super::{DEFAULT_MEMORY_LIMIT, HOME, Status, whole_secs};
+
+/// Everything the init needs, prepared by the helper before the clone.
+struct Init<'a> {
+    request: &'a Request,
+    plan: Plan,
+    /// The opened host trees when the helper could open them (root); else the init does.
+    sources: Option<Sources>,
+    cgroup: Option<&'a Cgroup>,
+    /// The per-process address-space limit that stands in for a missing memory cgroup.
+    address_space: Option<u64>,
+    bash: Bash,
+    null: OwnedFd,
+    root: bool,
+}
+
+/// Runs the command of `request` confined; see the module documentation.
+pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Status, String> {
+    let plan = confine::prepare(request)?;
+    // SAFETY: no arguments.
+    let root = unsafe { libc::geteuid() } == 0;
+    let (cgroup, address_space) = match request.memory_limit {
+        None => (None, None),
+        // Without a memory cgroup (a user without a delegated one), each process gets the
+        // limit as its address space instead.
+        Some(bytes) => match Cgroup::create(bytes) {
+            Ok(cgroup) => (Some(cgroup), None),
+            Err(_) => (None, Some(bytes)),
+        },
+    };
+    let result = supervise(request, null, plan, root, cgroup.as_ref(), address_space);
+    let oom = cgroup.map(|cgroup| {
+        let killed = cgroup.oom_killed();
+        cgroup.remove();
+        killed
+    });
+    match result? {
+        Some(_) if oom == Some(true) => Ok(Status::OutOfMemory(
+            request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) >> 20,
+        )),
+        Some(status) => Ok(status),
+        None => std::process::exit(1),
+    }
+}
+
+/// Starts the init and waits for it: the command's status, or `None` when the host went away.
+fn supervise(
+    request: &Request,
+    null: OwnedFd,
+    plan: Plan,
+    root: bool,
+    cgroup: Option<&Cgroup>,
+    address_space: Option<u64>,
+) -> Result<Option<Status>, String> {
+    let sources = if root {
+        let userns = ns::sandbox_userns().map_err(|e| {
+            refusal(format!(
+                "cannot create the user namespace of the sandbox's user: {e}{}",
+                NAMESPACE_HINT
+            ))
+        })?;
+        Some(Sources::open(request, Some(&userns))?)
+    } else {
+        None
+    };
+    let bash = Bash::new(request, Path::new(HOME), Path::new("/tmp"))?;
+    let pipe = || super::runner::pipe().map_err(|e| format!("cannot create a pipe: {e}"));
+    let (go_read, go_write) = pipe()?;
+    let (status_read, status_write) = pipe()?;
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if !request.network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let started = Instant::now();
+    let pid = ns::clone(flags).map_err(|e| {
+        refusal(format!(
+            "the kernel refused to create the command's namespaces: {e}{NAMESPACE_HINT}"
+        ))
+    })?;
+    if pid == 0 {
+        drop((go_write, status_read));
+        let setup = Init {
+            request,
+            plan,
+            sources,
+            cgroup,
+            address_space,
+            bash,
+            null,
+            root,
+        };
+        init(setup, go_read, status_write);
+    }
+    drop((go_read, status_write, sources));
+    // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
+    helper::dup2(null.as_raw_fd(), 1)?;
+    if let Err(e) = ns::write_maps(pid, root) {
+        kill(pid);
+        return Err(refusal(format!(
+            "cannot map the command's user into its user namespace: {e}"
+        )));
+    }
+    let _ = File::from(go_write).write_all(b"1");
+
+    let timeout = Duration::from_millis(request.timeout_ms);
+    let waited = helper::wait(pid, started + timeout);
+    kill(pid);
+    let mut report = String::new();
+    let _ = File::from(status_read).read_to_string(&mut report);
+    Ok(match waited {
+        Waited::HostGone => None,
+        Waited::TimedOut => Some(Status::TimedOut(whole_secs(timeout))),
+        Waited::Exited => Some(serde_json::from_str(&report).unwrap_or_else(|_| {
+            // Only the kernel kills the init before it reports: for memory, when its cgroup
+            // is full (the caller then says so).
+            Status::Signaled(super::signal_name(libc::SIGKILL))
+        })),
+    })
+}
+
+/// What may stand in the way of namespaces, for the refusal.
+const NAMESPACE_HINT: &str = " (user namespaces may be disabled, see the sysctls \
+                              user.max_user_namespaces and kernel.unprivileged_userns_clone, \
+                              or refused by a container's seccomp profile, which must allow \
+                              clone and unshare with CLONE_NEWUSER)";
+
+/// Kills the init, and with it every process of its PID namespace, and reaps it; the kernel
+/// returns the init to its parent only once the namespace is empty.
+fn kill(pid: libc::pid_t) {
+    // SAFETY: signalling and reaping this helper's own child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        while libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) < 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+    }
+}
+
+/// The init: pid 1 of the command's namespaces. It starts once the helper writes to `go`
+/// (the id maps are in place) and reports on `out`. Never returns.
+fn init(setup: Init, go: OwnedFd, out: OwnedFd) -> ! {
+    // SAFETY: a plain prctl; the helper is this process's parent and single-threaded.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    // End-of-file instead of the byte: the helper failed or died.
+    if File::from(go).read(&mut [0u8]).ok() != Some(1) {
+        // SAFETY: exiting without unwinding.
+        unsafe { libc::_exit(1) };
+    }
+    let status = match start(setup) {
+        Ok(bash) => reap(bash),
+        Err(why) => Status::Refused(why),
+    };
+    let json = serde_json::to_vec(&status).expect("a status serializes");
+    // SAFETY: writing a buffer to the status pipe, then exiting without unwinding: the
+    // kernel kills what is left in the namespace.
+    unsafe {
+        libc::write(out.as_raw_fd(), json.as_ptr().cast(), json.len());
+        libc::_exit(0)
+    }
+}
+
+/// Joins the cgroup, builds the view, confines the init and starts bash: bash's pid.
+fn start(init: Init) -> Result<libc::pid_t, String> {
+    let Init {
+        request,
+        plan,
+        sources,
+        cgroup,
+        address_space,
+        bash,
+        null,
+        root,
+        ..
+    } = init;
+    if let Some(cgroup) = cgroup {
+        cgroup.join().map_err(refusal)?;
+    }
+    // SAFETY: plain system calls; the results are checked.
+    unsafe {
+        // The command's /proc/self/cgroup starts at its own cgroup.
+        if libc::unshare(libc::CLONE_NEWCGROUP) != 0 {
+            return Err(refusal(format!(
+                "cannot create a cgroup namespace: {}",
+                io::Error::last_os_error()
+            )));
+        }
+        let name = b"cordon";
+        if libc::sethostname(name.as_ptr().cast(), name.len()) != 0 {
+            return Err(refusal(format!(
+                "cannot name the UTS namespace: {}",
+                io::Error::last_os_error()
+            )));
+        }
+    }
+    if root {
+        ns::become_sandbox_user()
+            .map_err(|e| refusal(format!("cannot become the sandbox's user: {e}")))?;
+    }
+    let sources = match sources {
+        Some(sources) => sources,
+        None => Sources::open(request, None)?,
+    };
+    let tmpfs_size = request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
+    view::build(sources, tmpfs_size).map_err(refusal)?;
+    // The init itself counts as one of the tasks.
+    plan.apply(
+        request,
+        u64::from(request.max_processes) + 1,
+        address_space,
+    )?;
+    let pid = bash.spawn(&null)?;
+    helper::dup2(null.as_raw_fd(), 1)?;
+    Ok(pid)
+}
+
+/// Reaps every process of the namespace (orphans come to pid 1) until bash exits: its status.
+fn reap(bash: libc::pid_t) -> Status {
+    loop {
+        let mut raw = 0;
+        // SAFETY: waiting for any child.
+        let pid = unsafe { libc::waitpid(-1, &mut raw, libc::__WALL) };
+        if pid == bash {
+            return if libc::WIFEXITED(raw) {
+                Status::Exited(libc::WEXITSTATUS(raw))
+            } else {
+                Status::Signaled(super::signal_name(libc::WTERMSIG(raw)))
+            };
+        }
+        if pid < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Status::Refused("the sandbox's init lost track of bash".into());
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The namespaces of a confined command, through the real binary: the work they let through
+//! (process pools, ptys), what they hide (other processes, the host's `/tmp` and
+//! `/dev/shm`, root's files), the kill that nothing survives, and the memory limit of the
+//! whole tree. `.ci/run` runs these as root and again as an unprivileged user.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::util::{Cordon, Run};
+
+fn bash(cordon: &Cordon, command: &str) -> Run {
+    cordon.call("bash", json!({ "command": command }))
+}
+
+fn is_root() -> bool {
+    // SAFETY: no arguments.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A marker no other process of the machine has on its command line.
+pub(crate) fn marker(what: &str) -> String {
+    format!("cordon-{what}-{}-{:?}", std::process::id(), Instant::now())
+        .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "")
+}
+
+/// The host processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .collect()
+}
+
+/// Waits up to `limit` for no host process to hold `marker`; the ones left.
+pub(crate) fn wait_until_gone(marker: &str, limit: Duration) -> Vec<u32> {
+    let until = Instant::now() + limit;
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() || Instant::now() >= until {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn process_pools_and_ptys_work() {
+    let c = Cordon::new();
+    let run = bash(
+        &c,
+        "python3 -c 'import multiprocessing as m; print(m.Pool(2).map(abs, [-1, -2]))'; \
+         script -qc tty /dev/null",
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let mut lines = run.stdout.lines();
+    assert_eq!(lines.next(), Some("[1, 2]"), "{run:?}");
+    let tty = lines.next().unwrap_or_default().trim();
+    assert!(tty.starts_with("/dev/pts/"), "{run:?}");
+}
+
+#[test]
+fn tmp_and_shm_are_private_to_the_call() {
+    let c = Cordon::new();
+    let name = marker("private");
+    let run = bash(
+        &c,
+        &format!(
+            "echo t > /tmp/{name} && echo s > /dev/shm/{name} && cat /tmp/{name} /dev/shm/{name} \
+             && ls -A /tmp | grep -vc '^cordon-ws-' && ls -A /dev/shm | wc -l"
+        ),
+    );
+    // /tmp holds the file and the mount point of the workspace (which is in the host's /tmp).
+    assert_eq!(run.stdout, "t\ns\n1\n1\n", "the host's files showed: {run:?}");
+    for dir in ["/tmp", "/dev/shm"] {
+        assert!(!Path::new(dir).join(&name).exists(), "{dir}/{name} leaked");
+    }
+    let again = bash(&c, &format!("ls /tmp/{name} /dev/shm/{name} 2>&1 | grep -c 'No such'"));
+    assert_eq!(again.stdout, "2\n", "{again:?}");
+}
+
+#[test]
+fn ps_sees_only_the_command_and_no_host_command_line() {
+    let token = marker("token");
+    let mut host = Command::new("sh")
+        .args(["-c", &format!("sleep 60; : {token}")])
+        .spawn()
+        .unwrap();
+    let c = Cordon::new();
+    let run = bash(&c, "ps -eo pid,args --no-headers; cat /proc/*/cmdline | tr '\\0' ' '");
+    host.kill().unwrap();
+    host.wait().unwrap();
+    assert!(!run.stdout.contains(&token), "{run:?}");
+    let processes: Vec<&str> = run.stdout.lines().take_while(|l| !l.contains("cmdline")).collect();
+    // The namespace's init, bash, ps (and cat with tr in the same line).
+    assert!(
+        processes.len() <= 5 && processes[0].trim_start().starts_with("1 "),
+        "{run:?}"
+    );
+}
+
+/// The pid of the sandbox helper that `cordon` (`parent`) started, once it runs.
+fn helper_of(parent: u32) -> u32 {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        for pid in processes_with("__sandbox") {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            if ppid == Some(parent) {
+                return pid;
+            }
+        }
+        assert!(Instant::now() < until, "no sandbox helper started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The memory cgroup directories a helper `pid` of this test process would create.
+fn cgroups_of(helper: u32) -> Vec<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    own.lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let base = if controllers.split(',').any(|c| c == "memory") {
+                "/sys/fs/cgroup/memory"
+            } else if controllers.is_empty() {
+                "/sys/fs/cgroup"
+            } else {
+                return None;
+            };
+            Some(
+                Path::new(base)
+                    .join(path.trim_start_matches('/'))
+                    .join(format!("cordon-bash-{helper}")),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn sigkill_of_cordon_leaves_no_process_cgroup_or_mount() {
+    let c = Cordon::new();
+    let mark = marker("orphan");
+    let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let input = json!({
+        "command": format!("setsid bash -c 'sleep 100; : {mark}' & sleep 100; : {mark}")
+    });
+    let mut cordon = c
+        .command()
+        .args(["call", "bash", &input.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let helper = helper_of(cordon.id());
+    let until = Instant::now() + Duration::from_secs(20);
+    while processes_with(&mark).len() < 2 {
+        assert!(Instant::now() < until, "the command did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cordon.kill().unwrap();
+    cordon.wait().unwrap();
+    let left = wait_until_gone(&mark, Duration::from_secs(5));
+    assert!(left.is_empty(), "processes survived cordon: {left:?}");
+    let until = Instant::now() + Duration::from_secs(5);
+    while Path::new(&format!("/proc/{helper}")).exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!Path::new(&format!("/proc/{helper}")).exists(), "the helper lives on");
+    for dir in cgroups_of(helper) {
+        assert!(!dir.exists(), "{} was left behind", dir.display());
+    }
+    let mounts_after = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert_eq!(mounts_before, mounts_after);
+}
+
+#[test]
+fn a_self_regrowing_fork_chain_leaves_nothing_after_the_timeout() {
+    let c = Cordon::new().with_args(&["--timeout", "2"]);
+    let mark = marker("chain");
+    c.write(
+        "chain.py",
+        "import os\nwhile True:\n    try:\n        pid = os.fork()\n    except OSError:\n        \
+         continue\n    if pid == 0:\n        os.setsid()\n        continue\n    os._exit(0)\n",
+    );
+    let run = bash(&c, &format!("python3 chain.py {mark} & sleep 100"));
+    assert!(run.stdout.ends_with("[error: 2s timeout exceeded]"), "{run:?}");
+    let left = wait_until_gone(&mark, Duration::from_millis(500));
+    assert!(left.is_empty(), "{} processes outlived the call", left.len());
+}
+
+#[test]
+fn a_file_only_root_may_read_stays_unreadable_when_cordon_is_root() {
+    if !is_root() {
+        return;
+    }
+    let path = PathBuf::from(format!("/usr/local/share/{}", marker("secret")));
+    std::fs::write(&path, "root-only-content").unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let run = bash(&Cordon::new(), &format!("cat {}", path.display()));
+    std::fs::remove_file(&path).unwrap();
+    assert!(!run.stdout.contains("root-only-content"), "{run:?}");
+    assert!(run.stdout.contains("Permission denied"), "{run:?}");
+}
+
+#[test]
+fn the_workspace_stays_writable_and_its_files_keep_their_owner() {
+    let c = Cordon::new();
+    let existing = c.write("existing.txt", "old\n");
+    let run = bash(&c, "echo more >> existing.txt && echo new > new.txt && id -u");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(c.read("existing.txt"), "old\nmore\n");
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(&existing).unwrap().uid();
+    assert_eq!(std::fs::metadata(c.path("new.txt")).unwrap().uid(), owner);
+}
+
+#[test]
+fn a_memory_bomb_over_several_processes_stops_at_the_whole_command_limit() {
+    let c = Cordon::new().with_args(&["--bash-memory", "256"]);
+    if is_root() {
+        // Four processes of 100 MiB each: each is under the limit, together they are over it.
+        let hog = "python3 -c 'import time; b = bytearray(100 << 20); time.sleep(3)'";
+        let run = bash(&c, &format!("for i in 1 2 3 4; do {hog} & done; wait; echo finished"));
+        assert!(
+            run.stdout
+                .ends_with("[error: the command exceeded its memory limit of 256 MiB and was killed]"),
+            "{run:?}"
+        );
+    } else {
+        // Without a memory cgroup, the limit holds per process: one process over it fails.
+        let run = bash(&c, "python3 -c 'b = bytearray(300 << 20)' 2>&1 | tail -1");
+        assert!(run.stdout.contains("MemoryError"), "{run:?}");
+    }
+}
