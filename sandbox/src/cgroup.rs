@@ -186,16 +186,23 @@ fn make(parent: &Path, v2: bool, bytes: u64) -> Result<Cgroup, String> {
         let (limit, swap, join) = if v2 {
             ("memory.max", "memory.swap.max", "cgroup.procs")
         } else {
-            ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "tasks")
+            (
+                "memory.limit_in_bytes",
+                "memory.memsw.limit_in_bytes",
+                "tasks",
+            )
         };
         std::fs::write(dir.join(limit), bytes.to_string())
             .map_err(|e| what(e, "cannot set the memory limit below"))?;
         // Without swap accounting the file is absent, and there is no swap to escape to.
         let swap = dir.join(swap);
         if swap.exists() {
-            let value = if v2 { "0".to_string() } else { bytes.to_string() };
-            std::fs::write(&swap, value)
-                .map_err(|e| what(e, "cannot bound the swap use below"))?;
+            let value = if v2 {
+                "0".to_string()
+            } else {
+                bytes.to_string()
+            };
+            std::fs::write(&swap, value).map_err(|e| what(e, "cannot bound the swap use below"))?;
         }
         let join = OpenOptions::new()
             .write(true)

@@ -188,7 +188,10 @@ fn ruleset(request: &Request, abi: ABI) -> Result<RulesetCreated, String> {
         };
         rules.push((Path::new("/dev").join(device), access));
     }
-    rules.push(("/dev/pts".into(), device_rw | AccessFs::ReadDir | AccessFs::IoctlDev));
+    rules.push((
+        "/dev/pts".into(),
+        device_rw | AccessFs::ReadDir | AccessFs::IoctlDev,
+    ));
 
     let mut created = ruleset.create().map_err(landlock)?;
     for (path, access) in rules {

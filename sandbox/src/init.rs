@@ -229,11 +229,7 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
     let tmpfs_size = request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
     view::build(sources, tmpfs_size).map_err(refusal)?;
     // The init itself counts as one of the tasks.
-    plan.apply(
-        request,
-        u64::from(request.max_processes) + 1,
-        address_space,
-    )?;
+    plan.apply(request, u64::from(request.max_processes) + 1, address_space)?;
     let pid = bash.spawn(&null)?;
     helper::dup2(null.as_raw_fd(), 1)?;
     Ok(pid)

@@ -254,9 +254,8 @@ pub(super) fn sandbox_userns() -> io::Result<OwnedFd> {
         unsafe { libc::_exit(0) };
     }
     drop(hold_read);
-    let opened = write_maps(pid, true).and_then(|()| {
-        File::open(format!("/proc/{pid}/ns/user")).map(OwnedFd::from)
-    });
+    let opened = write_maps(pid, true)
+        .and_then(|()| File::open(format!("/proc/{pid}/ns/user")).map(OwnedFd::from));
     drop(hold_write);
     // SAFETY: reaping the child just made.
     unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };

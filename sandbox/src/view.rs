@@ -70,10 +70,8 @@ impl Sources {
                 devices.push((path, Entry::Tree(tree, Access::Devices, false)));
             }
         }
-        let mut granted: Vec<(PathBuf, Access)> = vec![(
-            wire::to_path(&request.workspace),
-            Access::Writable,
-        )];
+        let mut granted: Vec<(PathBuf, Access)> =
+            vec![(wire::to_path(&request.workspace), Access::Writable)];
         for (paths, access, what) in [
             (&request.extra_read, Access::ReadOnly, "readable"),
             (&request.extra_write, Access::Writable, "writable"),
@@ -116,13 +114,22 @@ impl Sources {
 /// mount namespace. `tmpfs_size` bounds each private tmpfs.
 pub(super) fn build(sources: Sources, tmpfs_size: u64) -> Result<(), String> {
     let fail = |doing: &str, path: &Path, e: io::Error| {
-        format!("cannot build the command's view: {doing} {}: {e}", path.display())
+        format!(
+            "cannot build the command's view: {doing} {}: {e}",
+            path.display()
+        )
     };
     let root = Path::new(NEW_ROOT);
     let at = |path: &Path| root.join(path.strip_prefix("/").unwrap_or(path));
     // Nothing done here propagates back to the host.
-    ns::mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)
-        .map_err(|e| fail("making private", Path::new("/"), e))?;
+    ns::mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )
+    .map_err(|e| fail("making private", Path::new("/"), e))?;
     tmpfs(root, "mode=0755,size=1m").map_err(|e| fail("mounting a tmpfs on", root, e))?;
 
     let Sources {

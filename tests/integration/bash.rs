@@ -75,7 +75,10 @@ fn the_timeout_kills_the_whole_tree() {
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(run.stdout, "running 5\n[error: 2s timeout exceeded]");
     assert!(took < Duration::from_secs(6), "took {took:?}");
-    assert_eq!(wait_until_gone(&mark, Duration::from_millis(500)), Vec::<u32>::new());
+    assert_eq!(
+        wait_until_gone(&mark, Duration::from_millis(500)),
+        Vec::<u32>::new()
+    );
 }
 
 #[test]
@@ -89,7 +92,10 @@ fn a_background_child_does_not_hold_the_call() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stdout, "started\n");
     assert!(took < Duration::from_secs(5), "took {took:?}");
-    assert_eq!(wait_until_gone(&mark, Duration::from_millis(500)), Vec::<u32>::new());
+    assert_eq!(
+        wait_until_gone(&mark, Duration::from_millis(500)),
+        Vec::<u32>::new()
+    );
 }
 
 #[test]

@@ -78,11 +78,17 @@ fn tmp_and_shm_are_private_to_the_call() {
         ),
     );
     // /tmp holds the file and the mount point of the workspace (which is in the host's /tmp).
-    assert_eq!(run.stdout, "t\ns\n1\n1\n", "the host's files showed: {run:?}");
+    assert_eq!(
+        run.stdout, "t\ns\n1\n1\n",
+        "the host's files showed: {run:?}"
+    );
     for dir in ["/tmp", "/dev/shm"] {
         assert!(!Path::new(dir).join(&name).exists(), "{dir}/{name} leaked");
     }
-    let again = bash(&c, &format!("ls /tmp/{name} /dev/shm/{name} 2>&1 | grep -c 'No such'"));
+    let again = bash(
+        &c,
+        &format!("ls /tmp/{name} /dev/shm/{name} 2>&1 | grep -c 'No such'"),
+    );
     assert_eq!(again.stdout, "2\n", "{again:?}");
 }
 
@@ -94,11 +100,18 @@ fn ps_sees_only_the_command_and_no_host_command_line() {
         .spawn()
         .unwrap();
     let c = Cordon::new();
-    let run = bash(&c, "ps -eo pid,args --no-headers; cat /proc/*/cmdline | tr '\\0' ' '");
+    let run = bash(
+        &c,
+        "ps -eo pid,args --no-headers; cat /proc/*/cmdline | tr '\\0' ' '",
+    );
     host.kill().unwrap();
     host.wait().unwrap();
     assert!(!run.stdout.contains(&token), "{run:?}");
-    let processes: Vec<&str> = run.stdout.lines().take_while(|l| !l.contains("cmdline")).collect();
+    let processes: Vec<&str> = run
+        .stdout
+        .lines()
+        .take_while(|l| !l.contains("cmdline"))
+        .collect();
     // The namespace's init, bash, ps (and cat with tr in the same line).
     assert!(
         processes.len() <= 5 && processes[0].trim_start().starts_with("1 "),
@@ -176,7 +189,10 @@ fn sigkill_of_cordon_leaves_no_process_cgroup_or_mount() {
     while Path::new(&format!("/proc/{helper}")).exists() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!Path::new(&format!("/proc/{helper}")).exists(), "the helper lives on");
+    assert!(
+        !Path::new(&format!("/proc/{helper}")).exists(),
+        "the helper lives on"
+    );
     for dir in cgroups_of(helper) {
         assert!(!dir.exists(), "{} was left behind", dir.display());
     }
@@ -194,9 +210,16 @@ fn a_self_regrowing_fork_chain_leaves_nothing_after_the_timeout() {
          continue\n    if pid == 0:\n        os.setsid()\n        continue\n    os._exit(0)\n",
     );
     let run = bash(&c, &format!("python3 chain.py {mark} & sleep 100"));
-    assert!(run.stdout.ends_with("[error: 2s timeout exceeded]"), "{run:?}");
+    assert!(
+        run.stdout.ends_with("[error: 2s timeout exceeded]"),
+        "{run:?}"
+    );
     let left = wait_until_gone(&mark, Duration::from_millis(500));
-    assert!(left.is_empty(), "{} processes outlived the call", left.len());
+    assert!(
+        left.is_empty(),
+        "{} processes outlived the call",
+        left.len()
+    );
 }
 
 #[test]
@@ -217,7 +240,10 @@ fn a_file_only_root_may_read_stays_unreadable_when_cordon_is_root() {
 fn the_workspace_stays_writable_and_its_files_keep_their_owner() {
     let c = Cordon::new();
     let existing = c.write("existing.txt", "old\n");
-    let run = bash(&c, "echo more >> existing.txt && echo new > new.txt && id -u");
+    let run = bash(
+        &c,
+        "echo more >> existing.txt && echo new > new.txt && id -u",
+    );
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(c.read("existing.txt"), "old\nmore\n");
     use std::os::unix::fs::MetadataExt;
@@ -231,10 +257,14 @@ fn a_memory_bomb_over_several_processes_stops_at_the_whole_command_limit() {
     if is_root() {
         // Four processes of 100 MiB each: each is under the limit, together they are over it.
         let hog = "python3 -c 'import time; b = bytearray(100 << 20); time.sleep(3)'";
-        let run = bash(&c, &format!("for i in 1 2 3 4; do {hog} & done; wait; echo finished"));
+        let run = bash(
+            &c,
+            &format!("for i in 1 2 3 4; do {hog} & done; wait; echo finished"),
+        );
         assert!(
-            run.stdout
-                .ends_with("[error: the command exceeded its memory limit of 256 MiB and was killed]"),
+            run.stdout.ends_with(
+                "[error: the command exceeded its memory limit of 256 MiB and was killed]"
+            ),
             "{run:?}"
         );
     } else {
