@@ -187,18 +187,8 @@ fn init(setup: Init, go: OwnedFd, out: OwnedFd) -> ! {
 
 /// Joins the cgroup, builds the view, confines the init and starts bash: bash's pid.
 fn start(init: Init) -> Result<libc::pid_t, String> {
-    let Init {
-        request,
-        plan,
-        sources,
-        cgroup,
-        address_space,
-        bash,
-        null,
-        root,
-        ..
-    } = init;
-    if let Some(cgroup) = cgroup {
+    let request = init.request;
+    if let Some(cgroup) = init.cgroup {
         cgroup.join().map_err(refusal)?;
     }
     // SAFETY: plain system calls; the results are checked.
@@ -218,20 +208,24 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
             )));
         }
     }
-    if root {
+    if init.root {
         ns::become_sandbox_user()
             .map_err(|e| refusal(format!("cannot become the sandbox's user: {e}")))?;
     }
-    let sources = match sources {
+    let sources = match init.sources {
         Some(sources) => sources,
         None => Sources::open(request, None)?,
     };
     let tmpfs_size = request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
     view::build(sources, tmpfs_size).map_err(refusal)?;
     // The init itself counts as one of the tasks.
-    plan.apply(request, u64::from(request.max_processes) + 1, address_space)?;
-    let pid = bash.spawn(&null)?;
-    helper::dup2(null.as_raw_fd(), 1)?;
+    init.plan.apply(
+        request,
+        u64::from(request.max_processes) + 1,
+        init.address_space,
+    )?;
+    let pid = init.bash.spawn(&init.null)?;
+    helper::dup2(init.null.as_raw_fd(), 1)?;
     Ok(pid)
 }
 

@@ -113,14 +113,18 @@ impl Sources {
 /// Builds the view from `sources` and makes it the root of this (the namespace's init's)
 /// mount namespace. `tmpfs_size` bounds each private tmpfs.
 pub(super) fn build(sources: Sources, tmpfs_size: u64) -> Result<(), String> {
-    let fail = |doing: &str, path: &Path, e: io::Error| {
-        format!(
-            "cannot build the command's view: {doing} {}: {e}",
-            path.display()
-        )
-    };
     let root = Path::new(NEW_ROOT);
     let at = |path: &Path| root.join(path.strip_prefix("/").unwrap_or(path));
+    // Paths are named as the command would see them.
+    let fail = |doing: &str, path: &Path, e: io::Error| {
+        let seen = path
+            .strip_prefix(root)
+            .map_or(path.to_path_buf(), |p| Path::new("/").join(p));
+        format!(
+            "cannot build the command's view: {doing} {}: {e}",
+            seen.display()
+        )
+    };
     // Nothing done here propagates back to the host.
     ns::mount(
         None,
@@ -138,7 +142,8 @@ pub(super) fn build(sources: Sources, tmpfs_size: u64) -> Result<(), String> {
         granted,
     } = sources;
     for (path, entry) in system {
-        place(&at(&path), entry).map_err(|e| fail("binding", &path, e))?;
+        let target = at(&path);
+        place(&target, entry).map_err(|e| fail("binding", &target, e))?;
     }
 
     let proc = at(Path::new("/proc"));
@@ -162,7 +167,8 @@ pub(super) fn build(sources: Sources, tmpfs_size: u64) -> Result<(), String> {
     mkdir(&dev).map_err(|e| fail("creating", &dev, e))?;
     tmpfs(&dev, "mode=0755,size=64k").map_err(|e| fail("mounting a tmpfs on", &dev, e))?;
     for (path, entry) in devices {
-        place(&at(&path), entry).map_err(|e| fail("binding", &path, e))?;
+        let target = at(&path);
+        place(&target, entry).map_err(|e| fail("binding", &target, e))?;
     }
     let pts = dev.join("pts");
     mkdir(&pts).map_err(|e| fail("creating", &pts, e))?;
@@ -202,7 +208,8 @@ pub(super) fn build(sources: Sources, tmpfs_size: u64) -> Result<(), String> {
     mkdir(&home).map_err(|e| fail("creating", &home, e))?;
 
     for (path, entry) in granted {
-        place(&at(&path), entry).map_err(|e| fail("binding", &path, e))?;
+        let target = at(&path);
+        place(&target, entry).map_err(|e| fail("binding", &target, e))?;
     }
 
     ns::pivot_into(root).map_err(|e| fail("pivoting into", root, e))?;
