@@ -47,6 +47,11 @@ pub struct Global {
     #[arg(long, global = true)]
     pub unconfined_bash: bool,
 
+    /// Let bash commands run without these layers of the sandbox when the kernel cannot
+    /// enforce them (the other layers still apply; `cordon doctor` shows what holds).
+    #[arg(long, value_name = "LAYER[,LAYER]", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(cordon::shell::OPTIONAL_LAYERS), global = true)]
+    pub sandbox_allow_missing: Vec<String>,
+
     /// Let bash commands also read (and execute from) this file or directory; repeatable.
     #[arg(long, value_name = "PATH", global = true)]
     pub bash_read: Vec<PathBuf>,
@@ -114,6 +119,7 @@ impl Global {
         options.shell.network = self.bash_network;
         options.shell.memory_limit = Some(self.bash_memory << 20);
         options.shell.max_processes = self.bash_max_processes;
+        options.shell.allow_missing = self.sandbox_allow_missing.clone();
         options.plugin_dirs.extend(self.plugin_dirs.iter().cloned());
         if let Some(file) = &self.config {
             options.config = Some(file.clone());
@@ -160,6 +166,14 @@ pub enum Command {
     /// With `--permissions ask` the user is asked through the client (MCP elicitation); a
     /// client that cannot ask gets those calls refused.
     Mcp,
+    /// Run one bash command (`true`) in the sandbox, with the options given, and print each
+    /// layer of its confinement (enforced, partial or off, and what holds); exit 1 with the
+    /// reason when the sandbox cannot be set up.
+    Doctor {
+        /// Print {ran, refusal, layers: [{name, enforcement, detail}]} as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]

@@ -4,6 +4,7 @@
 //! messages); everything else, logs included, goes to standard error.
 
 mod args;
+mod doctor;
 mod mcp;
 mod session;
 mod terminal;
@@ -44,6 +45,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut options = cli.global.options();
     // Only `cordon session` passes ACP tool calls on, whose content is an edit's whole texts.
     options.diffs = matches!(cli.command, Command::Session);
+    if let Command::Doctor { json } = cli.command {
+        return doctor::run(options.shell, json).await;
+    }
     let mut runtime = match &cli.command {
         // One call needs one plugin: skip starting the others.
         Command::Call { tool, .. } => Runtime::for_tool(options.clone(), tool).await?,
@@ -105,6 +109,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             mcp::serve(runtime, &options, mode).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Doctor { .. } => unreachable!("served before the runtime starts"),
     }
 }
 

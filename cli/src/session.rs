@@ -131,12 +131,16 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
             Ok(Request::Call { tool, input }) => {
                 let pending = session.prepare(runtime, &tool, input);
                 let finished = session.call(pending, &mut io).await;
-                json!({
+                let mut response = json!({
                     "status": if finished.outcome.failed { "failed" } else { "completed" },
                     "display": finished.view(preview_lines).plain(),
                     "acp": finished.acp(),
                     "output": finished.outcome.output,
-                })
+                });
+                if !finished.outcome.sandbox.is_empty() {
+                    response["sandbox"] = receipt(&finished.outcome.sandbox);
+                }
+                response
             }
             Ok(Request::EndTurn) => {
                 let (counters, display) = session.end_turn();
@@ -175,4 +179,29 @@ fn parse(request: Value) -> Result<Request, String> {
         "expected {\"tool\": NAME, \"input\": {...}} or {\"end_turn\": true}, optionally with an \"id\""
             .to_string(),
     )
+}
+
+/// The `sandbox` field of a response: the names of the layers in force, and what holds of the
+/// others.
+fn receipt(layers: &[cordon::shell::Layer]) -> Value {
+    use cordon::shell::Enforcement;
+    let names = |wanted: Enforcement| -> Vec<&str> {
+        layers
+            .iter()
+            .filter(|l| l.enforcement == wanted)
+            .map(|l| l.name.as_str())
+            .collect()
+    };
+    let details = |wanted: Enforcement| -> serde_json::Map<String, Value> {
+        layers
+            .iter()
+            .filter(|l| l.enforcement == wanted)
+            .map(|l| (l.name.clone(), Value::from(l.detail.clone())))
+            .collect()
+    };
+    json!({
+        "enforced": names(Enforcement::Enforced),
+        "partial": details(Enforcement::Partial),
+        "off": details(Enforcement::Off),
+    })
 }

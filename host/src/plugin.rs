@@ -170,7 +170,7 @@ impl Plugin {
         tool: &str,
         input: String,
         context: Context,
-    ) -> Result<Outcome, String> {
+    ) -> Result<Answer, String> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let core = self.core.clone();
         let owned_tool = tool.to_string();
@@ -192,8 +192,15 @@ impl Plugin {
     }
 }
 
+/// What a plugin answered to a call.
+pub struct Answer {
+    pub outcome: Outcome,
+    /// The layers of confinement of the last shell command the call ran (empty when none).
+    pub sandbox: Vec<crate::shell::Layer>,
+}
+
 impl Core {
-    async fn run(&self, tool: &str, input: &str, context: Context) -> Result<Outcome, String> {
+    async fn run(&self, tool: &str, input: &str, context: Context) -> Result<Answer, String> {
         let (mut store, instance) = self
             .instantiate(context.dry_run)
             .await
@@ -209,7 +216,10 @@ impl Core {
             tracing::debug!(plugin = %self.name, "plugin printed: {printed}");
         }
         match result {
-            Ok(Ok(outcome)) => Ok(outcome),
+            Ok(Ok(outcome)) => Ok(Answer {
+                outcome,
+                sandbox: std::mem::take(&mut store.data_mut().sandbox),
+            }),
             Err(_) => Err(self.over_time()),
             Ok(Err(e)) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
                 Err(self.over_time())

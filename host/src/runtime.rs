@@ -11,13 +11,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::bindings::cordon::tool::types::{self, Context, Diff, Location};
+use crate::bindings::cordon::tool::types::{Context, Diff, Location};
 use crate::config::Config;
 use crate::engine::{Cache, Engine};
 use crate::manifest::{self, Refusal};
 use crate::options::Options;
 use crate::own::{self, Own};
-use crate::plugin::{Plugin, Tool};
+use crate::plugin::{Answer, Plugin, Tool};
 use crate::schema::Problem;
 use crate::spec::{Source, Spec};
 use crate::{Error, builtin, output};
@@ -39,6 +39,8 @@ pub struct CallOutcome {
     pub locations: Vec<Location>,
     /// The change it made, or would make in a dry run (when [`Options::diffs`] is on).
     pub diff: Option<Diff>,
+    /// The layers of confinement of the shell command it ran, if it ran one.
+    pub sandbox: Vec<crate::shell::Layer>,
 }
 
 impl CallOutcome {
@@ -49,6 +51,7 @@ impl CallOutcome {
             failed: true,
             locations: Vec::new(),
             diff: None,
+            sandbox: Vec::new(),
         }
     }
 }
@@ -402,12 +405,13 @@ impl Runtime {
             .call(name, call.input.to_string(), context)
             .await
         {
-            Ok(outcome) => self.finish(outcome),
+            Ok(answer) => self.finish(answer),
             Err(crash) => CallOutcome::failure(crash),
         }
     }
 
-    fn finish(&self, outcome: types::Outcome) -> CallOutcome {
+    fn finish(&self, answer: Answer) -> CallOutcome {
+        let Answer { outcome, sandbox } = answer;
         CallOutcome {
             output: output::finish(
                 &outcome.output,
@@ -418,6 +422,7 @@ impl Runtime {
             failed: outcome.failed,
             locations: outcome.locations,
             diff: outcome.diff,
+            sandbox,
         }
     }
 }

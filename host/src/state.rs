@@ -32,6 +32,8 @@ pub(crate) struct State {
     /// whatever the plugin does with `context.dry-run`. A permission preview runs before the
     /// user has answered, so it must not be able to change anything.
     pub(crate) dry_run: bool,
+    /// The layers of confinement of the last shell command the plugin ran.
+    pub(crate) sandbox: Vec<crate::shell::Layer>,
 }
 
 impl State {
@@ -76,6 +78,7 @@ impl State {
             roots,
             stdio,
             dry_run,
+            sandbox: Vec::new(),
         })
     }
 }

@@ -51,6 +51,11 @@ impl Cgroup {
             .map_err(|e| format!("cannot join the memory cgroup {}: {e}", self.dir.display()))
     }
 
+    /// The cgroup version of its hierarchy: 1 or 2.
+    pub fn version(&self) -> u8 {
+        if self.v2 { 2 } else { 1 }
+    }
+
     /// Whether the kernel killed a process of the cgroup because it reached its limit.
     pub fn oom_killed(&self) -> bool {
         let file = if self.v2 {

@@ -23,9 +23,16 @@ use super::{HOME, READ_ROOTS, SECRET_PATHS};
 
 /// The confinement of one command, ready to apply.
 pub(super) struct Plan {
-    abi: ABI,
-    filters: Vec<BpfProgram>,
+    /// The kernel's Landlock ABI version and the one the ruleset targets, or why there is no
+    /// Landlock (allowed by [`OPTIONAL_LAYERS`]).
+    landlock: Result<(i32, ABI), String>,
+    /// The seccomp programs, or why there are none (allowed likewise).
+    seccomp: Result<Vec<BpfProgram>, String>,
 }
+
+/// The layers a user may let commands run without (`--sandbox-allow-missing`): the others have
+/// no stand-in, and without them only `--unconfined-bash` runs commands.
+pub const OPTIONAL_LAYERS: [&str; 2] = ["landlock", "seccomp"];
 
 /// What the refusal of a confined command says after naming the missing part.
 const ESCAPE_HATCH: &str = "start cordon with --unconfined-bash to run commands without the \
@@ -38,15 +45,46 @@ pub(super) fn refusal(missing: impl std::fmt::Display) -> String {
 
 /// Prepares the confinement of `request`, or says which part the kernel cannot enforce.
 pub(super) fn prepare(request: &Request) -> Result<Plan, String> {
-    let abi = landlock_abi().map_err(refusal)?;
-    // Landlock confines connecting to pathname Unix sockets from ABI 9 on; before, AF_UNIX
-    // sockets are refused altogether (see the crate documentation).
-    let abi = if abi >= ABI::V9 { ABI::V9 } else { ABI::V6 };
-    let filters = seccomp(request.network, abi >= ABI::V9).map_err(refusal)?;
-    Ok(Plan { abi, filters })
+    let missing = |layer: &str, why: String| {
+        if request.allow_missing.iter().any(|l| l == layer) {
+            Ok(why)
+        } else {
+            Err(format!(
+                "bash cannot run confined: {why}; start cordon with --sandbox-allow-missing \
+                 {layer} to run commands without this layer (the others still apply), or with \
+                 --unconfined-bash to run them without any kernel confinement"
+            ))
+        }
+    };
+    let landlock = match landlock_abi() {
+        // Landlock confines connecting to pathname Unix sockets from ABI 9 on; before,
+        // AF_UNIX sockets are refused altogether (see the crate documentation).
+        Ok(version) if ABI::from(version) >= ABI::V9 => Ok((version, ABI::V9)),
+        Ok(version) => Ok((version, ABI::V6)),
+        Err(why) => Err(missing("landlock", why)?),
+    };
+    let allow_unix = matches!(landlock, Ok((_, ABI::V9)));
+    let seccomp = match seccomp(request.network, allow_unix) {
+        Ok(filters) => Ok(filters),
+        Err(why) => Err(missing("seccomp", why)?),
+    };
+    Ok(Plan { landlock, seccomp })
 }
 
 impl Plan {
+    /// The kernel's Landlock ABI version, or why there is no Landlock.
+    pub fn landlock(&self) -> Result<i32, &str> {
+        self.landlock
+            .as_ref()
+            .map(|(v, _)| *v)
+            .map_err(String::as_str)
+    }
+
+    /// Why there is no seccomp filter, if there is none.
+    pub fn seccomp_missing(&self) -> Option<&str> {
+        self.seccomp.as_ref().err().map(String::as_str)
+    }
+
     /// Confines the calling process (the namespace's init, single-threaded, in the view):
     /// at most `tasks` tasks in its user namespace and, when `address_space` is given, that
     /// address-space limit per process.
@@ -61,18 +99,23 @@ impl Plan {
         if let Some(bytes) = address_space {
             limit(libc::RLIMIT_AS, bytes)?;
         }
-        let ruleset = ruleset(request, self.abi)?;
+        let ruleset = match self.landlock {
+            Ok((_, abi)) => Some(ruleset(request, abi)?),
+            Err(_) => None,
+        };
         drop_capabilities().map_err(refusal)?;
-        let status = ruleset
-            .restrict_self()
-            .map_err(|e| refusal(format!("Landlock refused the ruleset: {e}")))?;
-        if status.ruleset != RulesetStatus::FullyEnforced {
-            return Err(refusal(format!(
-                "Landlock enforced the ruleset only partly ({:?})",
-                status.ruleset
-            )));
+        if let Some(ruleset) = ruleset {
+            let status = ruleset
+                .restrict_self()
+                .map_err(|e| refusal(format!("Landlock refused the ruleset: {e}")))?;
+            if status.ruleset != RulesetStatus::FullyEnforced {
+                return Err(refusal(format!(
+                    "Landlock enforced the ruleset only partly ({:?})",
+                    status.ruleset
+                )));
+            }
         }
-        for filter in &self.filters {
+        for filter in self.seccomp.iter().flatten() {
             seccompiler::apply_filter(filter)
                 .map_err(|e| refusal(format!("cannot install the seccomp filter: {e}")))?;
         }
@@ -83,8 +126,8 @@ impl Plan {
 // ---------------------------------------------------------------------------------------------
 // Landlock
 
-/// The Landlock ABI of the running kernel, if it is recent enough (6: signal scoping).
-fn landlock_abi() -> Result<ABI, String> {
+/// The Landlock ABI version of the running kernel, if it is recent enough (6: signal scoping).
+fn landlock_abi() -> Result<i32, String> {
     // The crate hides the kernel's version on purpose (rules should not depend on it); here
     // it only decides whether to refuse, and how to say so.
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
@@ -101,9 +144,9 @@ fn landlock_abi() -> Result<ABI, String> {
     usable_abi(version, errno)
 }
 
-/// The Landlock ABI for the kernel's answer to the version query (`version`, else `errno`),
-/// or what it lacks.
-fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<ABI, String> {
+/// The Landlock ABI version for the kernel's answer to the version query (`version`, else
+/// `errno`), or what it lacks.
+fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<i32, String> {
     if version <= 0 {
         return Err(if errno == Some(libc::EOPNOTSUPP) {
             "Landlock is built into this kernel but not enabled (add landlock to the lsm= \
@@ -116,7 +159,7 @@ fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<ABI, String> 
     }
     let abi = ABI::from(version as i32);
     if abi >= ABI::V6 {
-        return Ok(abi);
+        return Ok(version as i32);
     }
     let mut missing = Vec::new();
     if abi < ABI::V3 {
@@ -606,7 +649,7 @@ mod tests {
 
     #[test]
     fn old_kernels_are_refused_with_what_they_lack() {
-        assert_eq!(usable_abi(7, None), Ok(ABI::V7));
+        assert_eq!(usable_abi(7, None), Ok(7));
         let why = usable_abi(5, None).unwrap_err();
         assert!(why.contains("ABI is 5"), "{why}");
         assert!(why.contains("scoping of signals"), "{why}");

@@ -11,19 +11,22 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::wire::{self, Request};
-use super::{ENVIRONMENT, PATH, Status, signal_name, whole_secs};
+use super::wire::{self, Report, Request};
+use super::{ENVIRONMENT, Enforcement, LAYERS, Layer, PATH, Status, signal_name, whole_secs};
 
 /// Runs the sandbox helper and exits; see the crate documentation.
 pub(crate) fn sandbox_main() -> ! {
-    let status = supervise().unwrap_or_else(Status::Refused);
+    let report = supervise().unwrap_or_else(|why| Report {
+        status: Status::Refused(why),
+        layers: Vec::new(),
+    });
     let mut err = io::stderr();
-    let _ = err.write_all(wire::report_line(&status).as_bytes());
+    let _ = err.write_all(wire::report_line(&report).as_bytes());
     let _ = err.flush();
     std::process::exit(0)
 }
 
-fn supervise() -> Result<Status, String> {
+fn supervise() -> Result<Report, String> {
     let mut raw = Vec::new();
     io::stdin()
         .read_to_end(&mut raw)
@@ -160,7 +163,7 @@ impl Bash {
 /// The unconfined path: bash in the helper's own namespaces, `HOME` and `TMPDIR` in a private
 /// directory removed after the call; the helper is a child subreaper, so orphans of the
 /// command come back to it, and it kills until none is left.
-fn unconfined(request: &Request, null: OwnedFd) -> Result<Status, String> {
+fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
     // SAFETY: a plain prctl.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
         return Err(format!(
@@ -195,11 +198,16 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Status, String> {
     let status = exited(pid);
     kill_tree(Some(pid));
     remove_private(private.keep());
-    match waited {
-        Waited::Exited => Ok(status.unwrap_or(Status::Signaled(signal_name(libc::SIGKILL)))),
-        Waited::TimedOut => Ok(Status::TimedOut(whole_secs(timeout))),
+    let status = match waited {
+        Waited::Exited => status.unwrap_or(Status::Signaled(signal_name(libc::SIGKILL))),
+        Waited::TimedOut => Status::TimedOut(whole_secs(timeout)),
         Waited::HostGone => std::process::exit(1),
-    }
+    };
+    let layers = LAYERS
+        .iter()
+        .map(|name| Layer::new(name, Enforcement::Off, "--unconfined-bash"))
+        .collect();
+    Ok(Report { status, layers })
 }
 
 /// Removes the private directory, even where the command took away its own permissions.

@@ -18,51 +18,180 @@ use super::cgroup::Cgroup;
 use super::confine::{self, Plan, refusal};
 use super::helper::{self, Bash, Waited};
 use super::ns;
+use super::ns::SANDBOX_ID;
 use super::view::{self, Sources};
-use super::wire::Request;
-use super::{DEFAULT_MEMORY_LIMIT, HOME, Status, whole_secs};
+use super::wire::{Report, Request};
+use super::{DEFAULT_MEMORY_LIMIT, Enforcement, HOME, Layer, Status, whole_secs};
 
 /// Everything the init needs, prepared by the helper before the clone.
 struct Init<'a> {
     request: &'a Request,
     plan: Plan,
-    /// The opened host trees when the helper could open them (root); else the init does.
+    /// The opened host trees when the helper could open them (as the sandbox user); else the init does.
     sources: Option<Sources>,
     cgroup: Option<&'a Cgroup>,
     /// The per-process address-space limit that stands in for a missing memory cgroup.
     address_space: Option<u64>,
     bash: Bash,
     null: OwnedFd,
-    root: bool,
+    sandbox_user: bool,
 }
 
 /// Runs the command of `request` confined; see the module documentation.
-pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Status, String> {
+pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
     let plan = confine::prepare(request)?;
-    // SAFETY: no arguments.
-    let root = unsafe { libc::geteuid() } == 0;
-    let (cgroup, address_space) = match request.memory_limit {
+    let sandbox_user = ns::runs_as_sandbox_user();
+    let (cgroup, no_cgroup) = match request.memory_limit {
         None => (None, None),
-        // Without a memory cgroup (a user without a delegated one), each process gets the
-        // limit as its address space instead.
         Some(bytes) => match Cgroup::create(bytes) {
             Ok(cgroup) => (Some(cgroup), None),
-            Err(_) => (None, Some(bytes)),
+            Err(why) => (None, Some(why)),
         },
     };
-    let result = supervise(request, null, plan, root, cgroup.as_ref(), address_space);
+    // Without a memory cgroup (a user without a delegated one), each process gets the limit
+    // as its address space instead.
+    let address_space = no_cgroup.as_ref().and(request.memory_limit);
+    let layers = layers(
+        request,
+        sandbox_user,
+        &plan,
+        cgroup.as_ref(),
+        no_cgroup.as_deref(),
+    );
+    let result = supervise(
+        request,
+        null,
+        plan,
+        sandbox_user,
+        cgroup.as_ref(),
+        address_space,
+    );
     let oom = cgroup.map(|cgroup| {
         let killed = cgroup.oom_killed();
         cgroup.remove();
         killed
     });
-    match result? {
-        Some(_) if oom == Some(true) => Ok(Status::OutOfMemory(
-            request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) >> 20,
-        )),
-        Some(status) => Ok(status),
+    let status = match result? {
+        Some(_) if oom == Some(true) => {
+            Status::OutOfMemory(request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) >> 20)
+        }
+        Some(status) => status,
         None => std::process::exit(1),
-    }
+    };
+    Ok(Report { status, layers })
+}
+
+/// The receipt of what confines the command of `request`.
+fn layers(
+    request: &Request,
+    sandbox_user: bool,
+    plan: &Plan,
+    cgroup: Option<&Cgroup>,
+    no_cgroup: Option<&str>,
+) -> Vec<Layer> {
+    let on = |name: &str, detail: String| Layer::new(name, Enforcement::Enforced, detail);
+    let allowed_off = |name: &str, why: &str| {
+        Layer::new(
+            name,
+            Enforcement::Off,
+            format!("unavailable ({why}); allowed by --sandbox-allow-missing {name}"),
+        )
+    };
+    let user = if sandbox_user {
+        format!(
+            "uid and gid 0 inside are nobody ({SANDBOX_ID}) outside; root's files in the \
+             workspace and the extra paths show as the command's own (idmapped mounts)"
+        )
+    } else {
+        // SAFETY: no arguments.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        format!("uid {uid} and gid {gid}, mapped to themselves")
+    };
+    let mib = |bytes: u64| bytes >> 20;
+    let memory = match (request.memory_limit, cgroup, no_cgroup) {
+        (Some(bytes), Some(cgroup), _) => on(
+            "memory",
+            format!(
+                "{} MiB for the whole process tree (a cgroup v{} memory cgroup)",
+                mib(bytes),
+                cgroup.version()
+            ),
+        ),
+        (Some(bytes), _, why) => Layer::new(
+            "memory",
+            Enforcement::Partial,
+            format!(
+                "{} MiB of address space per process (RLIMIT_AS), not for the whole tree: no \
+                 memory cgroup could be created ({})",
+                mib(bytes),
+                why.unwrap_or("unknown")
+            ),
+        ),
+        (None, ..) => Layer::new("memory", Enforcement::Off, "no limit was set"),
+    };
+    let network = if request.network {
+        Layer::new(
+            "network",
+            Enforcement::Off,
+            "--bash-network: the host's network, every address and port",
+        )
+    } else {
+        on(
+            "network",
+            "an empty network namespace; no socket but Unix socket pairs (seccomp), no TCP \
+             (Landlock)"
+                .into(),
+        )
+    };
+    vec![
+        on("user", user),
+        on(
+            "pid",
+            "a PID namespace of its own: only its processes are visible, and all die with its \
+             init"
+                .into(),
+        ),
+        on("mount", "a mount namespace of its own".into()),
+        on("ipc", "System V and POSIX IPC of its own".into()),
+        on("uts", "host name cordon".into()),
+        on(
+            "cgroup",
+            "a cgroup namespace rooted at its own cgroup".into(),
+        ),
+        on(
+            "view",
+            "a fresh root: system directories read-only, the workspace and extra paths, private \
+             /tmp, /dev/shm, HOME and /dev/pts, a fresh /proc; nothing else of the host"
+                .into(),
+        ),
+        match plan.landlock() {
+            Ok(version) => on(
+                "landlock",
+                format!("ABI {version}: files, TCP ports, signals and abstract Unix sockets"),
+            ),
+            Err(why) => allowed_off("landlock", why),
+        },
+        match plan.seccomp_missing() {
+            None => on(
+                "seccomp",
+                "no ptrace, namespaces, mounts, BPF, keyrings, io_uring or x32 system calls".into(),
+            ),
+            Some(why) => allowed_off("seccomp", why),
+        },
+        on(
+            "capabilities",
+            "none, bounding set empty, securebits locked, no_new_privs".into(),
+        ),
+        memory,
+        on(
+            "processes",
+            format!(
+                "{} tasks at once (RLIMIT_NPROC of its user namespace)",
+                request.max_processes
+            ),
+        ),
+        network,
+    ]
 }
 
 /// Starts the init and waits for it: the command's status, or `None` when the host went away.
@@ -70,11 +199,11 @@ fn supervise(
     request: &Request,
     null: OwnedFd,
     plan: Plan,
-    root: bool,
+    sandbox_user: bool,
     cgroup: Option<&Cgroup>,
     address_space: Option<u64>,
 ) -> Result<Option<Status>, String> {
-    let sources = if root {
+    let sources = if sandbox_user {
         let userns = ns::sandbox_userns().map_err(|e| {
             refusal(format!(
                 "cannot create the user namespace of the sandbox's user: {e}{}",
@@ -113,14 +242,14 @@ fn supervise(
             address_space,
             bash,
             null,
-            root,
+            sandbox_user,
         };
         init(setup, go_read, status_write);
     }
     drop((go_read, status_write, sources));
     // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
     helper::dup2(null.as_raw_fd(), 1)?;
-    if let Err(e) = ns::write_maps(pid, root) {
+    if let Err(e) = ns::write_maps(pid, sandbox_user) {
         kill(pid);
         return Err(refusal(format!(
             "cannot map the command's user into its user namespace: {e}"
@@ -208,7 +337,7 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
             )));
         }
     }
-    if init.root {
+    if init.sandbox_user {
         ns::become_sandbox_user()
             .map_err(|e| refusal(format!("cannot become the sandbox's user: {e}")))?;
     }

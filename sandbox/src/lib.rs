@@ -109,6 +109,7 @@ mod runner;
 mod view;
 mod wire;
 
+pub use confine::OPTIONAL_LAYERS;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -178,6 +179,9 @@ pub struct Policy {
     pub memory_limit: Option<u64>,
     /// How many tasks (processes and threads) a command may have at once.
     pub max_processes: u32,
+    /// The layers of [`OPTIONAL_LAYERS`] commands may run without when the kernel cannot
+    /// enforce them (`--sandbox-allow-missing`); the receipt then shows them off.
+    pub allow_missing: Vec<String>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
@@ -197,6 +201,7 @@ impl Policy {
             output_cap: DEFAULT_OUTPUT_CAP,
             memory_limit: Some(DEFAULT_MEMORY_LIMIT),
             max_processes: DEFAULT_MAX_PROCESSES,
+            allow_missing: Vec::new(),
             helper: PathBuf::from("/proc/self/exe"),
         }
     }
@@ -204,6 +209,57 @@ impl Policy {
     /// The timeout in whole seconds, as reported in [`Status::TimedOut`] (rounded up).
     pub fn timeout_secs(&self) -> u32 {
         whole_secs(self.timeout)
+    }
+}
+
+/// The layers of a command's confinement, by name: the names a [`Layer`] has.
+pub const LAYERS: [&str; 13] = [
+    "user",
+    "pid",
+    "mount",
+    "ipc",
+    "uts",
+    "cgroup",
+    "view",
+    "landlock",
+    "seccomp",
+    "capabilities",
+    "memory",
+    "processes",
+    "network",
+];
+
+/// How far a layer of the confinement held for a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Enforcement {
+    /// In force as its detail says.
+    Enforced,
+    /// In force in the weaker form its detail names.
+    Partial,
+    /// Not in force.
+    Off,
+}
+
+/// One layer of a command's confinement as it held for the call: the receipt that
+/// `cordon doctor` prints and a session's response to a bash call carries.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Layer {
+    /// One of [`LAYERS`].
+    pub name: String,
+    pub enforcement: Enforcement,
+    /// What holds, for the user.
+    pub detail: String,
+}
+
+impl Layer {
+    pub(crate) fn new(name: &str, enforcement: Enforcement, detail: impl Into<String>) -> Self {
+        debug_assert!(LAYERS.contains(&name), "{name}");
+        Layer {
+            name: name.to_string(),
+            enforcement,
+            detail: detail.into(),
+        }
     }
 }
 
@@ -217,6 +273,9 @@ pub struct Completion {
     pub omitted_bytes: u64,
     /// How the command ended.
     pub status: Status,
+    /// The layers of confinement it ran under, one per name of [`LAYERS`]; empty when it
+    /// could not run.
+    pub layers: Vec<Layer>,
 }
 
 impl Completion {
@@ -225,6 +284,7 @@ impl Completion {
             output: String::new(),
             omitted_bytes: 0,
             status: Status::Refused(why.into()),
+            layers: Vec::new(),
         }
     }
 }

@@ -223,12 +223,12 @@ pub(super) fn clone(flags: libc::c_int) -> io::Result<libc::pid_t> {
     Ok(pid as libc::pid_t)
 }
 
-/// Writes the id maps of `pid`'s new user namespace: for root, uid and gid 0 inside are
+/// Writes the id maps of `pid`'s new user namespace: for the sandbox user, uid and gid 0 inside are
 /// [`SANDBOX_ID`] outside; for another user, the user's own uid and gid map to themselves (the
 /// only map an unprivileged process may write).
-pub(super) fn write_maps(pid: libc::pid_t, root: bool) -> io::Result<()> {
+pub(super) fn write_maps(pid: libc::pid_t, sandbox_user: bool) -> io::Result<()> {
     let proc = format!("/proc/{pid}");
-    let (uid_map, gid_map) = if root {
+    let (uid_map, gid_map) = if sandbox_user {
         let map = format!("0 {SANDBOX_ID} 1\n");
         (map.clone(), map)
     } else {
@@ -239,6 +239,26 @@ pub(super) fn write_maps(pid: libc::pid_t, root: bool) -> io::Result<()> {
     };
     std::fs::write(format!("{proc}/uid_map"), uid_map)?;
     std::fs::write(format!("{proc}/gid_map"), gid_map)
+}
+
+/// Whether commands run as [`SANDBOX_ID`]: cordon is root, in a user namespace where that id
+/// exists (the host's; not the root of a rootless container, which maps only itself).
+pub(super) fn runs_as_sandbox_user() -> bool {
+    // SAFETY: no arguments.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mapped = |file: &str| {
+        std::fs::read_to_string(file).is_ok_and(|map| {
+            map.lines().any(|line| {
+                let n: Vec<u64> = line
+                    .split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect();
+                matches!(n[..], [inside, _, count]
+                    if (inside..inside + count).contains(&u64::from(SANDBOX_ID)))
+            })
+        })
+    };
+    root && mapped("/proc/self/uid_map") && mapped("/proc/self/gid_map")
 }
 
 /// A user namespace whose uid and gid 0 are [`SANDBOX_ID`] (root only): the id map of the

@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::wire::{self, Request};
+use super::wire::{self, Report, Request};
 use super::{Completion, Policy, SANDBOX_ARG, Status};
 
 /// How long the host keeps reading output after the helper has reported (the tree is dead by
@@ -50,6 +50,7 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
         timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
         memory_limit: policy.memory_limit,
         max_processes: policy.max_processes,
+        allow_missing: policy.allow_missing.clone(),
     };
     let request = request_file(&request).map_err(|e| format!("cannot pass the command on: {e}"))?;
     let (out_read, out_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
@@ -95,18 +96,22 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
     let output = String::from_utf8_lossy(&kept).into_owned();
     let text = String::from_utf8_lossy(&report);
     let (report, diagnostics) = wire::parse_report(&text);
-    let status = match report {
-        _ if backstop => Status::TimedOut(policy.timeout_secs()),
-        Some(status) => status,
-        None => Status::Refused(format!(
-            "the sandbox helper ended without a report ({exit}){}{diagnostics}",
-            if diagnostics.is_empty() { "" } else { ": " }
-        )),
+    let (status, layers) = match report {
+        _ if backstop => (Status::TimedOut(policy.timeout_secs()), Vec::new()),
+        Some(Report { status, layers }) => (status, layers),
+        None => (
+            Status::Refused(format!(
+                "the sandbox helper ended without a report ({exit}){}{diagnostics}",
+                if diagnostics.is_empty() { "" } else { ": " }
+            )),
+            Vec::new(),
+        ),
     };
     Ok(Completion {
         output,
         omitted_bytes: omitted,
         status,
+        layers,
     })
 }
 

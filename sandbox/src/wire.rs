@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::Status;
+use super::{Layer, Status};
 
 /// One command and the confinement to run it under. Paths travel as bytes: they need not be
 /// UTF-8.
@@ -22,6 +22,8 @@ pub(super) struct Request {
     pub timeout_ms: u64,
     pub memory_limit: Option<u64>,
     pub max_processes: u32,
+    /// The layers the command may run without, when the kernel cannot enforce them.
+    pub allow_missing: Vec<String>,
 }
 
 pub(super) fn to_bytes(path: &Path) -> Vec<u8> {
@@ -35,16 +37,22 @@ pub(super) fn to_path(bytes: &[u8]) -> PathBuf {
 /// The marker that starts the report line.
 const PREFIX: &str = "cordon-sandbox-report:";
 
-/// The report of how the command ended, as one line (newline included): the marker, then the
-/// [`Status`] as JSON.
-pub(super) fn report_line(status: &Status) -> String {
-    let json = serde_json::to_string(status).expect("a status serializes");
+/// How the command ended, and under which layers of confinement.
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Report {
+    pub status: Status,
+    pub layers: Vec<Layer>,
+}
+
+/// The report as one line (newline included): the marker, then the [`Report`] as JSON.
+pub(super) fn report_line(report: &Report) -> String {
+    let json = serde_json::to_string(report).expect("a report serializes");
     format!("\n{PREFIX} {json}\n")
 }
 
 /// The report in what the helper wrote, and everything else it wrote (diagnostics such as a
 /// panic message).
-pub(super) fn parse_report(text: &str) -> (Option<Status>, String) {
+pub(super) fn parse_report(text: &str) -> (Option<Report>, String) {
     let mut report = None;
     let mut other = String::new();
     for line in text.lines() {
@@ -70,11 +78,14 @@ mod tests {
             Status::Exited(3),
             Status::Signaled("SIGKILL".into()),
             Status::TimedOut(30),
+            Status::OutOfMemory(4096),
             Status::Refused("no Landlock\nat all".into()),
         ] {
-            let line = report_line(&status);
+            let layers = vec![Layer::new("pid", crate::Enforcement::Enforced, "its own")];
+            let report = Report { status, layers };
+            let line = report_line(&report);
             let (parsed, other) = parse_report(&format!("thread panicked\n{line}"));
-            assert_eq!(parsed, Some(status));
+            assert_eq!(parsed, Some(report));
             assert_eq!(other, "thread panicked");
         }
     }

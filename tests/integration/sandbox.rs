@@ -273,3 +273,105 @@ fn a_memory_bomb_over_several_processes_stops_at_the_whole_command_limit() {
         assert!(run.stdout.contains("MemoryError"), "{run:?}");
     }
 }
+
+#[test]
+fn doctor_prints_the_receipt_of_every_layer() {
+    let c = Cordon::new();
+    let run = c.run(&["doctor", "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let receipt: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(receipt["ran"], true, "{receipt}");
+    let layers = receipt["layers"].as_array().unwrap();
+    let names: Vec<&str> = layers.iter().map(|l| l["name"].as_str().unwrap()).collect();
+    assert_eq!(names, cordon::shell::LAYERS);
+    for layer in layers {
+        // Memory is partial only without a memory cgroup: per process, and said so.
+        let expected = match layer["name"].as_str() {
+            Some("memory") if !is_root() => "partial",
+            _ => "enforced",
+        };
+        assert_eq!(layer["enforcement"], expected, "{layer}");
+    }
+    let text = c.run(&["doctor"]);
+    assert_eq!(text.code, 0, "{text:?}");
+    for name in cordon::shell::LAYERS {
+        assert!(text.stdout.contains(&format!("\n  {name} ")), "{name}: {text:?}");
+    }
+    // The receipt follows the options: the network is off when opened.
+    let open = Cordon::new().with_args(&["--bash-network"]).run(&["doctor", "--json"]);
+    let receipt: serde_json::Value = serde_json::from_str(&open.stdout).unwrap();
+    let network = &receipt["layers"].as_array().unwrap()[12];
+    assert_eq!(network["enforcement"], "off", "{network}");
+}
+
+#[test]
+fn a_session_response_to_bash_names_the_layers_in_force() {
+    let c = Cordon::new();
+    let lines = [
+        json!({"id": 1, "tool": "bash", "input": {"command": "echo hi"}}),
+        json!({"id": 2, "tool": "read_file", "input": {"path": c.write("a.txt", "a\n")}}),
+    ]
+    .map(|l| l.to_string())
+    .join("\n");
+    let run = c.run_with_stdin(&["session"], lines);
+    let responses: Vec<serde_json::Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let sandbox = &responses[0]["sandbox"];
+    let enforced: Vec<&str> = sandbox["enforced"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sandbox field: {}", responses[0]))
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    for name in ["user", "pid", "mount", "view", "landlock", "seccomp", "network"] {
+        assert!(enforced.contains(&name), "{name}: {sandbox}");
+    }
+    assert!(sandbox["off"].as_object().unwrap().is_empty(), "{sandbox}");
+    assert!(responses[1].get("sandbox").is_none(), "{}", responses[1]);
+}
+
+#[test]
+fn without_user_namespaces_bash_is_refused_with_what_to_change() {
+    let c = Cordon::new();
+    let input = json!({"command": "echo ran > f"}).to_string();
+    // A user namespace of this test's own in which no further one may be created, as in a
+    // container whose seccomp profile refuses them.
+    let out = Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"")
+        .arg("sh")
+        .arg(crate::util::binary())
+        .arg("--workspace")
+        .arg(c.root())
+        .args(["call", "bash", &input])
+        .env("CORDON_CACHE_DIR", crate::util::cache_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let run = Run::from(out);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.starts_with("[error: bash could not run: "), "{run:?}");
+    assert!(run.stdout.contains("user.max_user_namespaces"), "{run:?}");
+    assert!(run.stdout.contains("--unconfined-bash"), "{run:?}");
+    assert!(!c.path("f").exists());
+}
+
+#[test]
+fn only_layers_with_a_stand_in_may_be_allowed_missing() {
+    let run = Cordon::new()
+        .with_args(&["--sandbox-allow-missing", "user"])
+        .run(&["doctor"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("[possible values: landlock, seccomp]"), "{run:?}");
+    // Allowed to be missing is not turned off: where the kernel has them, they hold.
+    let run = Cordon::new()
+        .with_args(&["--sandbox-allow-missing", "landlock,seccomp"])
+        .run(&["doctor", "--json"]);
+    let receipt: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    for layer in &receipt["layers"].as_array().unwrap()[7..9] {
+        assert_eq!(layer["enforcement"], "enforced", "{layer}");
+    }
+}

@@ -12,17 +12,20 @@ impl Host for State {
         // The runner blocks on a child process for up to the timeout: keep it off the async
         // workers.
         match tokio::task::spawn_blocking(move || shell::run(&policy, &command)).await {
-            Ok(done) => Completion {
-                output: done.output,
-                omitted_bytes: done.omitted_bytes,
-                status: match done.status {
-                    shell::Status::Exited(code) => Status::Exited(code),
-                    shell::Status::Signaled(name) => Status::Signaled(name),
-                    shell::Status::TimedOut(secs) => Status::TimedOut(secs),
-                    shell::Status::OutOfMemory(mib) => Status::OutOfMemory(mib),
-                    shell::Status::Refused(why) => Status::Refused(why),
-                },
-            },
+            Ok(done) => {
+                self.sandbox = done.layers;
+                Completion {
+                    output: done.output,
+                    omitted_bytes: done.omitted_bytes,
+                    status: match done.status {
+                        shell::Status::Exited(code) => Status::Exited(code),
+                        shell::Status::Signaled(name) => Status::Signaled(name),
+                        shell::Status::TimedOut(secs) => Status::TimedOut(secs),
+                        shell::Status::OutOfMemory(mib) => Status::OutOfMemory(mib),
+                        shell::Status::Refused(why) => Status::Refused(why),
+                    },
+                }
+            }
             Err(e) => refused(format!("the shell runner failed: {e}")),
         }
     }

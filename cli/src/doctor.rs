@@ -1,0 +1,44 @@
+//! `cordon doctor`: the receipt of the bash sandbox. It runs one confined command (`true`)
+//! under the options given, as a bash call would, and prints each layer of confinement that
+//! was in force, or why the sandbox could not be set up.
+
+use std::process::ExitCode;
+
+use cordon::shell::{self, Enforcement, Policy, Status};
+
+/// Runs the probe and prints its receipt: exit 0 when the command ran, 1 when it was refused.
+pub async fn run(policy: Policy, json: bool) -> anyhow::Result<ExitCode> {
+    let done = tokio::task::spawn_blocking(move || shell::run(&policy, "true")).await?;
+    let refusal = match &done.status {
+        Status::Exited(0) => None,
+        Status::Refused(why) => Some(why.clone()),
+        other => Some(format!(
+            "the probe command `true` did not succeed: {other:?}"
+        )),
+    };
+    if json {
+        let report = serde_json::json!({
+            "ran": refusal.is_none(),
+            "refusal": refusal,
+            "layers": done.layers,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if let Some(why) = &refusal {
+        println!("bash cannot run: {why}");
+    } else {
+        println!("bash commands run with these layers of confinement:");
+        for layer in &done.layers {
+            let state = match layer.enforcement {
+                Enforcement::Enforced => "enforced",
+                Enforcement::Partial => "partial",
+                Enforcement::Off => "off",
+            };
+            println!("  {:<13} {state:<9} {}", layer.name, layer.detail);
+        }
+    }
+    Ok(if refusal.is_none() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
