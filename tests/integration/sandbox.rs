@@ -295,10 +295,15 @@ fn doctor_prints_the_receipt_of_every_layer() {
     let text = c.run(&["doctor"]);
     assert_eq!(text.code, 0, "{text:?}");
     for name in cordon::shell::LAYERS {
-        assert!(text.stdout.contains(&format!("\n  {name} ")), "{name}: {text:?}");
+        assert!(
+            text.stdout.contains(&format!("\n  {name} ")),
+            "{name}: {text:?}"
+        );
     }
     // The receipt follows the options: the network is off when opened.
-    let open = Cordon::new().with_args(&["--bash-network"]).run(&["doctor", "--json"]);
+    let open = Cordon::new()
+        .with_args(&["--bash-network"])
+        .run(&["doctor", "--json"]);
     let receipt: serde_json::Value = serde_json::from_str(&open.stdout).unwrap();
     let network = &receipt["layers"].as_array().unwrap()[12];
     assert_eq!(network["enforcement"], "off", "{network}");
@@ -326,7 +331,9 @@ fn a_session_response_to_bash_names_the_layers_in_force() {
         .iter()
         .map(|n| n.as_str().unwrap())
         .collect();
-    for name in ["user", "pid", "mount", "view", "landlock", "seccomp", "network"] {
+    for name in [
+        "user", "pid", "mount", "view", "landlock", "seccomp", "network",
+    ] {
         assert!(enforced.contains(&name), "{name}: {sandbox}");
     }
     assert!(sandbox["off"].as_object().unwrap().is_empty(), "{sandbox}");
@@ -353,7 +360,10 @@ fn without_user_namespaces_bash_is_refused_with_what_to_change() {
         .unwrap();
     let run = Run::from(out);
     assert_eq!(run.code, 1, "{run:?}");
-    assert!(run.stdout.starts_with("[error: bash could not run: "), "{run:?}");
+    assert!(
+        run.stdout.starts_with("[error: bash could not run: "),
+        "{run:?}"
+    );
     assert!(run.stdout.contains("user.max_user_namespaces"), "{run:?}");
     assert!(run.stdout.contains("--unconfined-bash"), "{run:?}");
     assert!(!c.path("f").exists());
@@ -365,7 +375,10 @@ fn only_layers_with_a_stand_in_may_be_allowed_missing() {
         .with_args(&["--sandbox-allow-missing", "user"])
         .run(&["doctor"]);
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("[possible values: landlock, seccomp]"), "{run:?}");
+    assert!(
+        run.stderr.contains("[possible values: landlock, seccomp]"),
+        "{run:?}"
+    );
     // Allowed to be missing is not turned off: where the kernel has them, they hold.
     let run = Cordon::new()
         .with_args(&["--sandbox-allow-missing", "landlock,seccomp"])
