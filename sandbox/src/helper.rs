@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::wire::{self, Report, Request};
-use super::{ENVIRONMENT, Enforcement, LAYERS, Layer, PATH, Status, signal_name, whole_secs};
+use super::{ENVIRONMENT, PATH, Status, signal_name, whole_secs};
 
 /// Runs the sandbox helper and exits; see the crate documentation.
 pub(crate) fn sandbox_main() -> ! {
@@ -203,11 +203,10 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
         Waited::TimedOut => Status::TimedOut(whole_secs(timeout)),
         Waited::HostGone => std::process::exit(1),
     };
-    let layers = LAYERS
-        .iter()
-        .map(|name| Layer::new(name, Enforcement::Off, "--unconfined-bash"))
-        .collect();
-    Ok(Report { status, layers })
+    Ok(Report {
+        status,
+        layers: super::receipt::unconfined(),
+    })
 }
 
 /// Removes the private directory, even where the command took away its own permissions.

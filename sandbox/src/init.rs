@@ -18,16 +18,16 @@ use super::cgroup::Cgroup;
 use super::confine::{self, Plan, refusal};
 use super::helper::{self, Bash, Waited};
 use super::ns;
-use super::ns::SANDBOX_ID;
 use super::view::{self, Sources};
 use super::wire::{Report, Request};
-use super::{DEFAULT_MEMORY_LIMIT, Enforcement, HOME, Layer, Status, whole_secs};
+use super::{DEFAULT_MEMORY_LIMIT, HOME, Status, receipt, whole_secs};
 
 /// Everything the init needs, prepared by the helper before the clone.
 struct Init<'a> {
     request: &'a Request,
     plan: Plan,
-    /// The opened host trees when the helper could open them (as the sandbox user); else the init does.
+    /// The opened host trees when the helper could open them (as the sandbox user); else the
+    /// init opens them.
     sources: Option<Sources>,
     cgroup: Option<&'a Cgroup>,
     /// The per-process address-space limit that stands in for a missing memory cgroup.
@@ -51,7 +51,7 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
     // Without a memory cgroup (a user without a delegated one), each process gets the limit
     // as its address space instead.
     let address_space = no_cgroup.as_ref().and(request.memory_limit);
-    let layers = layers(
+    let layers = receipt::confined(
         request,
         sandbox_user,
         &plan,
@@ -79,119 +79,6 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
         None => std::process::exit(1),
     };
     Ok(Report { status, layers })
-}
-
-/// The receipt of what confines the command of `request`.
-fn layers(
-    request: &Request,
-    sandbox_user: bool,
-    plan: &Plan,
-    cgroup: Option<&Cgroup>,
-    no_cgroup: Option<&str>,
-) -> Vec<Layer> {
-    let on = |name: &str, detail: String| Layer::new(name, Enforcement::Enforced, detail);
-    let allowed_off = |name: &str, why: &str| {
-        Layer::new(
-            name,
-            Enforcement::Off,
-            format!("unavailable ({why}); allowed by --sandbox-allow-missing {name}"),
-        )
-    };
-    let user = if sandbox_user {
-        format!(
-            "uid and gid 0 inside are nobody ({SANDBOX_ID}) outside; root's files in the \
-             workspace and the extra paths show as the command's own (idmapped mounts)"
-        )
-    } else {
-        // SAFETY: no arguments.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        format!("uid {uid} and gid {gid}, mapped to themselves")
-    };
-    let mib = |bytes: u64| bytes >> 20;
-    let memory = match (request.memory_limit, cgroup, no_cgroup) {
-        (Some(bytes), Some(cgroup), _) => on(
-            "memory",
-            format!(
-                "{} MiB for the whole process tree (a cgroup v{} memory cgroup)",
-                mib(bytes),
-                cgroup.version()
-            ),
-        ),
-        (Some(bytes), _, why) => Layer::new(
-            "memory",
-            Enforcement::Partial,
-            format!(
-                "{} MiB of address space per process (RLIMIT_AS), not for the whole tree: no \
-                 memory cgroup could be created ({})",
-                mib(bytes),
-                why.unwrap_or("unknown")
-            ),
-        ),
-        (None, ..) => Layer::new("memory", Enforcement::Off, "no limit was set"),
-    };
-    let network = if request.network {
-        Layer::new(
-            "network",
-            Enforcement::Off,
-            "--bash-network: the host's network, every address and port",
-        )
-    } else {
-        on(
-            "network",
-            "an empty network namespace; no socket but Unix socket pairs (seccomp), no TCP \
-             (Landlock)"
-                .into(),
-        )
-    };
-    vec![
-        on("user", user),
-        on(
-            "pid",
-            "a PID namespace of its own: only its processes are visible, and all die with its \
-             init"
-                .into(),
-        ),
-        on("mount", "a mount namespace of its own".into()),
-        on("ipc", "System V and POSIX IPC of its own".into()),
-        on("uts", "host name cordon".into()),
-        on(
-            "cgroup",
-            "a cgroup namespace rooted at its own cgroup".into(),
-        ),
-        on(
-            "view",
-            "a fresh root: system directories read-only, the workspace and extra paths, private \
-             /tmp, /dev/shm, HOME and /dev/pts, a fresh /proc; nothing else of the host"
-                .into(),
-        ),
-        match plan.landlock() {
-            Ok(version) => on(
-                "landlock",
-                format!("ABI {version}: files, TCP ports, signals and abstract Unix sockets"),
-            ),
-            Err(why) => allowed_off("landlock", why),
-        },
-        match plan.seccomp_missing() {
-            None => on(
-                "seccomp",
-                "no ptrace, namespaces, mounts, BPF, keyrings, io_uring or x32 system calls".into(),
-            ),
-            Some(why) => allowed_off("seccomp", why),
-        },
-        on(
-            "capabilities",
-            "none, bounding set empty, securebits locked, no_new_privs".into(),
-        ),
-        memory,
-        on(
-            "processes",
-            format!(
-                "{} tasks at once (RLIMIT_NPROC of its user namespace)",
-                request.max_processes
-            ),
-        ),
-        network,
-    ]
 }
 
 /// Starts the init and waits for it: the command's status, or `None` when the host went away.

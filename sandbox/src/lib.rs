@@ -105,11 +105,13 @@ mod confine;
 mod helper;
 mod init;
 mod ns;
+mod receipt;
 mod runner;
 mod view;
 mod wire;
 
 pub use confine::OPTIONAL_LAYERS;
+pub use receipt::{Enforcement, LAYERS, Layer};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -209,57 +211,6 @@ impl Policy {
     /// The timeout in whole seconds, as reported in [`Status::TimedOut`] (rounded up).
     pub fn timeout_secs(&self) -> u32 {
         whole_secs(self.timeout)
-    }
-}
-
-/// The layers of a command's confinement, by name: the names a [`Layer`] has.
-pub const LAYERS: [&str; 13] = [
-    "user",
-    "pid",
-    "mount",
-    "ipc",
-    "uts",
-    "cgroup",
-    "view",
-    "landlock",
-    "seccomp",
-    "capabilities",
-    "memory",
-    "processes",
-    "network",
-];
-
-/// How far a layer of the confinement held for a command.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Enforcement {
-    /// In force as its detail says.
-    Enforced,
-    /// In force in the weaker form its detail names.
-    Partial,
-    /// Not in force.
-    Off,
-}
-
-/// One layer of a command's confinement as it held for the call: the receipt that
-/// `cordon doctor` prints and a session's response to a bash call carries.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Layer {
-    /// One of [`LAYERS`].
-    pub name: String,
-    pub enforcement: Enforcement,
-    /// What holds, for the user.
-    pub detail: String,
-}
-
-impl Layer {
-    pub(crate) fn new(name: &str, enforcement: Enforcement, detail: impl Into<String>) -> Self {
-        debug_assert!(LAYERS.contains(&name), "{name}");
-        Layer {
-            name: name.to_string(),
-            enforcement,
-            detail: detail.into(),
-        }
     }
 }
 

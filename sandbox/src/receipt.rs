@@ -1,0 +1,212 @@
+//! The receipt of a command's confinement: the layers in force for the call, built from what
+//! the helper actually set up, for `cordon doctor` and a session's `sandbox` field.
+
+use super::cgroup::Cgroup;
+use super::confine::Plan;
+use super::ns::SANDBOX_ID;
+use super::wire::Request;
+
+/// The layers of a command's confinement, by name: the names a [`Layer`] has.
+pub const LAYERS: [&str; 13] = [
+    "user",
+    "pid",
+    "mount",
+    "ipc",
+    "uts",
+    "cgroup",
+    "view",
+    "landlock",
+    "seccomp",
+    "capabilities",
+    "memory",
+    "processes",
+    "network",
+];
+
+/// How far a layer of the confinement held for a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Enforcement {
+    /// In force as its detail says.
+    Enforced,
+    /// In force in the weaker form its detail names.
+    Partial,
+    /// Not in force.
+    Off,
+}
+
+/// One layer of a command's confinement as it held for the call: the receipt that
+/// `cordon doctor` prints and a session's response to a bash call carries.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Layer {
+    /// One of [`LAYERS`].
+    pub name: String,
+    pub enforcement: Enforcement,
+    /// What holds, for the user.
+    pub detail: String,
+}
+
+impl Layer {
+    pub(crate) fn new(name: &str, enforcement: Enforcement, detail: impl Into<String>) -> Self {
+        debug_assert!(LAYERS.contains(&name), "{name}");
+        Layer {
+            name: name.to_string(),
+            enforcement,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The receipt of the confined path for `request`: every layer in force, as the helper set it
+/// up.
+pub(super) fn confined(
+    request: &Request,
+    sandbox_user: bool,
+    plan: &Plan,
+    cgroup: Option<&Cgroup>,
+    no_cgroup: Option<&str>,
+) -> Vec<Layer> {
+    let on = |name: &str, detail: String| Layer::new(name, Enforcement::Enforced, detail);
+    let allowed_off = |name: &str, why: &str| {
+        Layer::new(
+            name,
+            Enforcement::Off,
+            format!("unavailable ({why}); allowed by --sandbox-allow-missing {name}"),
+        )
+    };
+    let user = if sandbox_user {
+        format!(
+            "uid and gid 0 inside are nobody ({SANDBOX_ID}) outside; root's files in the \
+             workspace and the extra paths show as the command's own (idmapped mounts)"
+        )
+    } else {
+        // SAFETY: no arguments.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        format!("uid {uid} and gid {gid}, mapped to themselves")
+    };
+    let mib = |bytes: u64| bytes >> 20;
+    let memory = match (request.memory_limit, cgroup, no_cgroup) {
+        (Some(bytes), Some(cgroup), _) => on(
+            "memory",
+            format!(
+                "{} MiB for the whole process tree (a cgroup v{} memory cgroup)",
+                mib(bytes),
+                cgroup.version()
+            ),
+        ),
+        (Some(bytes), _, why) => Layer::new(
+            "memory",
+            Enforcement::Partial,
+            format!(
+                "{} MiB of address space per process (RLIMIT_AS), not for the whole tree: no \
+                 memory cgroup could be created ({})",
+                mib(bytes),
+                why.unwrap_or("unknown")
+            ),
+        ),
+        (None, ..) => Layer::new("memory", Enforcement::Off, "no limit was set"),
+    };
+    let network = if request.network {
+        Layer::new(
+            "network",
+            Enforcement::Off,
+            "--bash-network: the host's network, every address and port",
+        )
+    } else {
+        on(
+            "network",
+            "an empty network namespace; no socket but Unix socket pairs (seccomp), no TCP \
+             (Landlock)"
+                .into(),
+        )
+    };
+    vec![
+        on("user", user),
+        on(
+            "pid",
+            "a PID namespace of its own: only its processes are visible, and all die with its \
+             init"
+                .into(),
+        ),
+        on("mount", "a mount namespace of its own".into()),
+        on("ipc", "System V and POSIX IPC of its own".into()),
+        on("uts", "host name cordon".into()),
+        on(
+            "cgroup",
+            "a cgroup namespace rooted at its own cgroup".into(),
+        ),
+        on(
+            "view",
+            "a fresh root: system directories read-only, the workspace and extra paths, private \
+             /tmp, /dev/shm, HOME and /dev/pts, a fresh /proc; nothing else of the host"
+                .into(),
+        ),
+        match plan.landlock() {
+            Ok(version) => on(
+                "landlock",
+                format!("ABI {version}: files, TCP ports, signals and abstract Unix sockets"),
+            ),
+            Err(why) => allowed_off("landlock", why),
+        },
+        match plan.seccomp_missing() {
+            None => on(
+                "seccomp",
+                "no ptrace, namespaces, mounts, BPF, keyrings, io_uring or x32 system calls".into(),
+            ),
+            Some(why) => allowed_off("seccomp", why),
+        },
+        on(
+            "capabilities",
+            "none, bounding set empty, securebits locked, no_new_privs".into(),
+        ),
+        memory,
+        on(
+            "processes",
+            format!(
+                "{} tasks at once (RLIMIT_NPROC of its user namespace)",
+                request.max_processes
+            ),
+        ),
+        network,
+    ]
+}
+
+/// The receipt of the unconfined path: every layer off.
+pub(super) fn unconfined() -> Vec<Layer> {
+    LAYERS
+        .iter()
+        .map(|name| Layer::new(name, Enforcement::Off, "--unconfined-bash"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(layers: &[Layer]) -> Vec<&str> {
+        layers.iter().map(|l| l.name.as_str()).collect()
+    }
+
+    #[test]
+    fn every_layer_is_named_once_in_order() {
+        let request: Request = serde_json::from_value(serde_json::json!({
+            "command": "true", "workspace": b"/", "extra_read": [], "extra_write": [],
+            "network": true, "unconfined": false, "timeout_ms": 1000,
+            "memory_limit": 1u64 << 30, "max_processes": 7,
+            "allow_missing": ["landlock", "seccomp"],
+        }))
+        .unwrap();
+        let plan = crate::confine::prepare(&request).unwrap();
+        let layers = confined(&request, false, &plan, None, Some("not delegated"));
+        assert_eq!(names(&layers), LAYERS);
+        let find = |name: &str| layers.iter().find(|l| l.name == name).unwrap();
+        assert_eq!(find("memory").enforcement, Enforcement::Partial);
+        assert!(find("memory").detail.contains("1024 MiB"));
+        assert!(find("memory").detail.contains("not delegated"));
+        assert_eq!(find("network").enforcement, Enforcement::Off);
+        assert!(find("processes").detail.starts_with("7 tasks"));
+        let off = unconfined();
+        assert_eq!(names(&off), LAYERS);
+        assert!(off.iter().all(|l| l.enforcement == Enforcement::Off));
+    }
+}
