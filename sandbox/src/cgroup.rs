@@ -165,6 +165,24 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Removes the cgroups that helpers no longer alive left behind (a helper that was itself
+/// killed cannot remove its own). A cgroup still in use is not empty, and removing it fails.
+fn sweep(parent: &Path) {
+    for entry in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("cordon-bash-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
 fn has_memory(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("cgroup.controllers"))
         .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
@@ -182,9 +200,10 @@ fn make(parent: &Path, v2: bool, bytes: u64) -> Result<Cgroup, String> {
                 .map_err(|e| what(e, "cannot enable the memory controller below"))?;
         }
     }
+    sweep(parent);
     // SAFETY: no arguments.
     let dir = parent.join(format!("cordon-bash-{}", unsafe { libc::getpid() }));
-    // A leftover of an earlier helper with the same pid is empty: remove it first.
+    // A leftover of an earlier helper with this helper's pid is empty: remove it first.
     let _ = std::fs::remove_dir(&dir);
     std::fs::create_dir(&dir).map_err(|e| what(e, "cannot create a cgroup in"))?;
     let setup = || -> Result<Cgroup, String> {
