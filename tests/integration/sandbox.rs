@@ -93,6 +93,22 @@ fn tmp_and_shm_are_private_to_the_call() {
 }
 
 #[test]
+fn the_init_is_out_of_the_commands_reach() {
+    // Its descriptors lead to the helper's pipes; its memory holds the request.
+    let run = bash(
+        &Cordon::new(),
+        "ls /proc/1/fd; cat /proc/1/environ; echo forged > /proc/1/fd/2; kill -9 1; echo $?",
+    );
+    assert_eq!(
+        run.stdout.matches("Permission denied").count(),
+        3,
+        "{run:?}"
+    );
+    // Signals from inside to the namespace's init are dropped, and the call goes on.
+    assert!(run.stdout.ends_with("0\n"), "{run:?}");
+}
+
+#[test]
 fn ps_sees_only_the_command_and_no_host_command_line() {
     let token = marker("token");
     let mut host = Command::new("sh")
