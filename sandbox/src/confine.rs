@@ -361,10 +361,36 @@ const DENIED: &[i64] = &[
 const UNIMPLEMENTED: &[i64] = &[
     // Its flags are in memory, out of a filter's reach; C libraries fall back to clone.
     libc::SYS_clone3,
+    // Its mode is in memory, out of a filter's reach (see MODE_SETTERS); libraries fall back
+    // to openat.
+    libc::SYS_openat2,
     // Operations that bypass system-call filtering (sockets among them).
     libc::SYS_io_uring_setup,
     libc::SYS_io_uring_enter,
     libc::SYS_io_uring_register,
+];
+
+/// The system calls that give a file its mode: (number, index of the mode argument, whether
+/// the mode only counts when the flags before it create a file).
+#[cfg(target_arch = "x86_64")]
+const MODE_SETTERS: [(i64, u8, bool); 9] = [
+    (libc::SYS_fchmod, 1, false),
+    (libc::SYS_fchmodat, 2, false),
+    (libc::SYS_fchmodat2, 2, false),
+    (libc::SYS_mknodat, 2, false),
+    (libc::SYS_openat, 3, true),
+    (libc::SYS_chmod, 1, false),
+    (libc::SYS_mknod, 1, false),
+    (libc::SYS_creat, 1, false),
+    (libc::SYS_open, 2, true),
+];
+#[cfg(not(target_arch = "x86_64"))]
+const MODE_SETTERS: [(i64, u8, bool); 5] = [
+    (libc::SYS_fchmod, 1, false),
+    (libc::SYS_fchmodat, 2, false),
+    (libc::SYS_fchmodat2, 2, false),
+    (libc::SYS_mknodat, 2, false),
+    (libc::SYS_openat, 3, true),
 ];
 
 /// `clone` flags that create namespaces (`CLONE_NEWTIME` shares its bit with the exit signal
@@ -403,6 +429,38 @@ fn seccomp(network: bool, allow_unix: bool) -> Result<Vec<BpfProgram>, String> {
         clone.push(SeccompRule::new(vec![condition]).map_err(error)?);
     }
     denied.insert(libc::SYS_clone, clone);
+    // Set-user-ID and set-group-ID files keep their power outside the sandbox (as root, what
+    // the command creates in the workspace belongs to root on disk): no mode with those bits.
+    for (nr, mode_arg, creating) in MODE_SETTERS {
+        let mut rules = Vec::new();
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            let bit = u64::from(bit);
+            let set_id = SeccompCondition::new(
+                mode_arg,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::MaskedEq(bit),
+                bit,
+            )
+            .map_err(error)?;
+            if !creating {
+                rules.push(SeccompRule::new(vec![set_id]).map_err(error)?);
+                continue;
+            }
+            // open(2) reads its mode only when it creates a file.
+            for flag in [libc::O_CREAT, libc::O_TMPFILE] {
+                let flag = flag as u64;
+                let creates = SeccompCondition::new(
+                    mode_arg - 1,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(flag),
+                    flag,
+                )
+                .map_err(error)?;
+                rules.push(SeccompRule::new(vec![creates, set_id.clone()]).map_err(error)?);
+            }
+        }
+        denied.insert(nr, rules);
+    }
     if !network {
         let socket = if allow_unix {
             let not_unix = SeccompCondition::new(

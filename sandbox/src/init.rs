@@ -238,8 +238,8 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
         Some(sources) => sources,
         None => Sources::open(request, None)?,
     };
-    let tmpfs_size = request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
-    view::build(sources, tmpfs_size).map_err(refusal)?;
+    let memory = request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
+    view::build(sources, memory).map_err(refusal)?;
     // The init itself counts as one of the tasks.
     init.plan.apply(
         request,

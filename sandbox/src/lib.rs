@@ -57,8 +57,8 @@
 //! - read-only: [`READ_ROOTS`] (symbolic links among them, such as `/bin` → `usr/bin`, kept
 //!   as links), [`Policy::extra_read`], `/sys/devices/system/cpu`;
 //! - read-write, at their real paths: the workspace and [`Policy::extra_write`];
-//! - private and empty at each call: `/tmp`, `/dev/shm` and [`HOME`] (tmpfs, each bounded by
-//!   the memory limit), `/dev/pts` (a new devpts instance, with `/dev/ptmx`), and a `/dev`
+//! - private and empty at each call: `/tmp`, `/dev/shm` and [`HOME`] (tmpfs, together
+//!   bounded by the memory limit), `/dev/pts` (a new devpts instance, with `/dev/ptmx`), and a `/dev`
 //!   holding only `null`, `zero`, `full`, `random`, `urandom`, `tty` and the usual links;
 //! - a fresh `/proc` of the PID namespace (only the command's processes), with `sys`,
 //!   `sysrq-trigger`, `irq` and `bus` read-only.
@@ -79,7 +79,10 @@
 //!   limited to sockets in the writable directories. `socketpair(2)` always works.
 //! - *Privileges*: no new privileges (`PR_SET_NO_NEW_PRIVS`); every capability dropped —
 //!   effective, permitted, inheritable, ambient and the bounding set — and the securebits
-//!   locked, so uid 0 of the namespace cannot regain them through exec.
+//!   locked, so uid 0 of the namespace cannot regain them through exec. No mode with the
+//!   set-user-ID or set-group-ID bit can be given to a file (seccomp on `chmod`, `open` and
+//!   `mknod` and their variants; `openat2` reports `ENOSYS`): as root, the command's files in
+//!   the workspace belong to root on disk.
 //! - *Other processes*: signals only reach processes of the command's own tree (Landlock
 //!   signal scope); `ptrace`, `process_vm_*`, `pidfd_getfd` are denied (seccomp), as are new
 //!   namespaces, mounts, kernel keyrings, BPF, perf events, `userfaultfd`, System V and POSIX

@@ -111,8 +111,10 @@ impl Sources {
 }
 
 /// Builds the view from `sources` and makes it the root of this (the namespace's init's)
-/// mount namespace. `tmpfs_size` bounds each private tmpfs.
-pub(super) fn build(sources: Sources, tmpfs_size: u64) -> Result<(), String> {
+/// mount namespace. The private tmpfs mounts together hold at most `memory` bytes: `/tmp` half,
+/// `/dev/shm` and `HOME` a quarter each (a memory cgroup also counts their files; without
+/// one, these sizes are what bounds them).
+pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
     let root = Path::new(NEW_ROOT);
     let at = |path: &Path| root.join(path.strip_prefix("/").unwrap_or(path));
     // Paths are named as the command would see them.
@@ -182,7 +184,7 @@ pub(super) fn build(sources: Sources, tmpfs_size: u64) -> Result<(), String> {
     .map_err(|e| fail("mounting a new devpts on", &pts, e))?;
     let shm = dev.join("shm");
     mkdir(&shm).map_err(|e| fail("creating", &shm, e))?;
-    tmpfs(&shm, &format!("mode=1777,size={tmpfs_size}"))
+    tmpfs(&shm, &format!("mode=1777,size={}", memory / 4))
         .map_err(|e| fail("mounting a tmpfs on", &shm, e))?;
     for (link, target) in [
         ("ptmx", "pts/ptmx"),
@@ -198,12 +200,12 @@ pub(super) fn build(sources: Sources, tmpfs_size: u64) -> Result<(), String> {
 
     let tmp = at(Path::new("/tmp"));
     mkdir(&tmp).map_err(|e| fail("creating", &tmp, e))?;
-    tmpfs(&tmp, &format!("mode=1777,size={tmpfs_size}"))
+    tmpfs(&tmp, &format!("mode=1777,size={}", memory / 2))
         .map_err(|e| fail("mounting a tmpfs on", &tmp, e))?;
     let home = at(Path::new(HOME));
     let homes = home.parent().unwrap_or(&home);
     mkdir(homes).map_err(|e| fail("creating", homes, e))?;
-    tmpfs(homes, &format!("mode=0755,size={tmpfs_size}"))
+    tmpfs(homes, &format!("mode=0755,size={}", memory / 4))
         .map_err(|e| fail("mounting a tmpfs on", homes, e))?;
     mkdir(&home).map_err(|e| fail("creating", &home, e))?;
 

@@ -93,6 +93,30 @@ fn tmp_and_shm_are_private_to_the_call() {
 }
 
 #[test]
+fn no_set_id_file_can_be_made() {
+    // As root, what the command makes in the workspace belongs to root on disk: a set-user-ID
+    // file there would be root's outside the sandbox.
+    let c = Cordon::new();
+    let run = bash(
+        &c,
+        "touch a && chmod u+s a; chmod g+s a; install -m 4755 /bin/true b; \
+         python3 -c 'import os; os.open(\"c\", os.O_CREAT | os.O_WRONLY, 0o6755)'; \
+         chmod 755 a && echo plain modes work",
+    );
+    assert!(run.stdout.ends_with("plain modes work\n"), "{run:?}");
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["a", "b", "c"] {
+        if let Ok(meta) = std::fs::metadata(c.path(name)) {
+            assert_eq!(meta.permissions().mode() & 0o6000, 0, "{name}: {run:?}");
+        }
+    }
+    assert!(
+        run.stdout.matches("Operation not permitted").count() >= 4,
+        "{run:?}"
+    );
+}
+
+#[test]
 fn the_init_is_out_of_the_commands_reach() {
     // Its descriptors lead to the helper's pipes; its memory holds the request.
     let run = bash(
