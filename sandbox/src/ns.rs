@@ -65,7 +65,7 @@ fn check(result: libc::c_long) -> io::Result<libc::c_long> {
 }
 
 /// A detached copy of the mount tree at `path` (submounts included), to attach elsewhere with
-/// [`attach`].
+/// [`attach`]. `path` is canonical: a symbolic link put in its place since is not followed.
 pub(super) fn open_tree(path: &Path) -> io::Result<OwnedFd> {
     let path = cpath(path)?;
     // SAFETY: a valid C string and flags; the result is checked.
@@ -74,7 +74,10 @@ pub(super) fn open_tree(path: &Path) -> io::Result<OwnedFd> {
             libc::SYS_open_tree,
             libc::AT_FDCWD,
             path.as_ptr(),
-            OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint,
+            OPEN_TREE_CLONE
+                | AT_RECURSIVE
+                | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint
+                | libc::O_CLOEXEC as libc::c_uint,
         )
     })?;
     // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
