@@ -372,19 +372,6 @@ const UNIMPLEMENTED: &[i64] = &[
 
 /// The system calls that give a file its mode: (number, index of the mode argument, whether
 /// the mode only counts when the flags before it create a file).
-#[cfg(target_arch = "x86_64")]
-const MODE_SETTERS: [(i64, u8, bool); 9] = [
-    (libc::SYS_fchmod, 1, false),
-    (libc::SYS_fchmodat, 2, false),
-    (libc::SYS_fchmodat2, 2, false),
-    (libc::SYS_mknodat, 2, false),
-    (libc::SYS_openat, 3, true),
-    (libc::SYS_chmod, 1, false),
-    (libc::SYS_mknod, 1, false),
-    (libc::SYS_creat, 1, false),
-    (libc::SYS_open, 2, true),
-];
-#[cfg(not(target_arch = "x86_64"))]
 const MODE_SETTERS: [(i64, u8, bool); 5] = [
     (libc::SYS_fchmod, 1, false),
     (libc::SYS_fchmodat, 2, false),
@@ -392,6 +379,17 @@ const MODE_SETTERS: [(i64, u8, bool); 5] = [
     (libc::SYS_mknodat, 2, false),
     (libc::SYS_openat, 3, true),
 ];
+
+/// The older x86-64 system calls that do the same.
+#[cfg(target_arch = "x86_64")]
+const LEGACY_MODE_SETTERS: [(i64, u8, bool); 4] = [
+    (libc::SYS_chmod, 1, false),
+    (libc::SYS_mknod, 1, false),
+    (libc::SYS_creat, 1, false),
+    (libc::SYS_open, 2, true),
+];
+#[cfg(not(target_arch = "x86_64"))]
+const LEGACY_MODE_SETTERS: [(i64, u8, bool); 0] = [];
 
 /// `clone` flags that create namespaces (`CLONE_NEWTIME` shares its bit with the exit signal
 /// in `clone`, which cannot create a time namespace anyway).
@@ -416,46 +414,34 @@ fn seccomp(network: bool, allow_unix: bool) -> Result<Vec<BpfProgram>, String> {
     let error = |e: seccompiler::BackendError| format!("cannot build the seccomp filter: {e}");
     let mut denied: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&nr| (nr, Vec::new())).collect();
+    // The condition that argument `arg` has every bit of `bits` set.
+    let has = |arg: u8, bits: u64| {
+        SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(bits),
+            bits,
+        )
+        .map_err(error)
+    };
     let mut clone = Vec::new();
     for flag in NAMESPACE_FLAGS {
-        let flag = flag as u64;
-        let condition = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::MaskedEq(flag),
-            flag,
-        )
-        .map_err(error)?;
-        clone.push(SeccompRule::new(vec![condition]).map_err(error)?);
+        clone.push(SeccompRule::new(vec![has(0, flag as u64)?]).map_err(error)?);
     }
     denied.insert(libc::SYS_clone, clone);
     // Set-user-ID and set-group-ID files keep their power outside the sandbox (as root, what
     // the command creates in the workspace belongs to root on disk): no mode with those bits.
-    for (nr, mode_arg, creating) in MODE_SETTERS {
+    for &(nr, mode_arg, creating) in MODE_SETTERS.iter().chain(&LEGACY_MODE_SETTERS) {
         let mut rules = Vec::new();
         for bit in [libc::S_ISUID, libc::S_ISGID] {
-            let bit = u64::from(bit);
-            let set_id = SeccompCondition::new(
-                mode_arg,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::MaskedEq(bit),
-                bit,
-            )
-            .map_err(error)?;
+            let set_id = has(mode_arg, u64::from(bit))?;
             if !creating {
                 rules.push(SeccompRule::new(vec![set_id]).map_err(error)?);
                 continue;
             }
             // open(2) reads its mode only when it creates a file.
             for flag in [libc::O_CREAT, libc::O_TMPFILE] {
-                let flag = flag as u64;
-                let creates = SeccompCondition::new(
-                    mode_arg - 1,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::MaskedEq(flag),
-                    flag,
-                )
-                .map_err(error)?;
+                let creates = has(mode_arg - 1, flag as u64)?;
                 rules.push(SeccompRule::new(vec![creates, set_id.clone()]).map_err(error)?);
             }
         }
