@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use cordon::shell::{self, Enforcement, Policy, Status};
+use cordon::shell::{self, Policy, Status};
 
 /// Runs the probe and prints its receipt: exit 0 when the command ran, 1 when it was refused.
 pub async fn run(policy: Policy, json: bool) -> anyhow::Result<ExitCode> {
@@ -28,11 +28,7 @@ pub async fn run(policy: Policy, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         println!("bash commands run with these layers of confinement:");
         for layer in &done.layers {
-            let state = match layer.enforcement {
-                Enforcement::Enforced => "enforced",
-                Enforcement::Partial => "partial",
-                Enforcement::Off => "off",
-            };
+            let state = layer.enforcement.as_str();
             println!("  {:<13} {state:<9} {}", layer.name, layer.detail);
         }
     }

@@ -35,6 +35,17 @@ pub enum Enforcement {
     Off,
 }
 
+impl Enforcement {
+    /// Its name, as the JSON of a [`Layer`] writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::Enforced => "enforced",
+            Enforcement::Partial => "partial",
+            Enforcement::Off => "off",
+        }
+    }
+}
+
 /// One layer of a command's confinement as it held for the call: the receipt that
 /// `cordon doctor` prints and a session's response to a bash call carries.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -205,6 +216,8 @@ mod tests {
         assert!(find("memory").detail.contains("not delegated"));
         assert_eq!(find("network").enforcement, Enforcement::Off);
         assert!(find("processes").detail.starts_with("7 tasks"));
+        let json = serde_json::to_value(&layers[0]).unwrap();
+        assert_eq!(json["enforcement"], layers[0].enforcement.as_str());
         let off = unconfined();
         assert_eq!(names(&off), LAYERS);
         assert!(off.iter().all(|l| l.enforcement == Enforcement::Off));
