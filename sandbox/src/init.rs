@@ -14,10 +14,11 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::bash::Bash;
 use super::cgroup::Cgroup;
 use super::confine::{self, Plan, refusal};
-use super::helper::{self, Bash, Waited};
 use super::ns;
+use super::process::{self, Waited};
 use super::view::{self, Sources};
 use super::wire::{Report, Request};
 use super::{DEFAULT_MEMORY_LIMIT, HOME, Status, receipt, whole_secs};
@@ -102,7 +103,7 @@ fn supervise(
         None
     };
     let bash = Bash::new(request, Path::new(HOME), Path::new("/tmp"))?;
-    let pipe = || super::runner::pipe().map_err(|e| format!("cannot create a pipe: {e}"));
+    let pipe = || process::pipe().map_err(|e| format!("cannot create a pipe: {e}"));
     let (go_read, go_write) = pipe()?;
     let (status_read, status_write) = pipe()?;
     let mut flags = libc::CLONE_NEWUSER
@@ -135,7 +136,7 @@ fn supervise(
     }
     drop((go_read, status_write, sources));
     // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
-    helper::dup2(null.as_raw_fd(), 1)?;
+    process::dup2(null.as_raw_fd(), 1)?;
     if let Err(e) = ns::write_maps(pid, sandbox_user) {
         kill(pid);
         return Err(refusal(format!(
@@ -145,7 +146,7 @@ fn supervise(
     let _ = File::from(go_write).write_all(b"1");
 
     let timeout = Duration::from_millis(request.timeout_ms);
-    let waited = helper::wait(pid, started + timeout);
+    let waited = process::wait(pid, started + timeout);
     kill(pid);
     let mut report = String::new();
     let _ = File::from(status_read).read_to_string(&mut report);
@@ -247,7 +248,7 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
         init.address_space,
     )?;
     let pid = init.bash.spawn(&init.null)?;
-    helper::dup2(init.null.as_raw_fd(), 1)?;
+    process::dup2(init.null.as_raw_fd(), 1)?;
     Ok(pid)
 }
 

@@ -103,11 +103,13 @@
 //! subreaper, kills the process tree it can find; the timeout, the clean environment and the
 //! output bound still apply.
 
+mod bash;
 mod cgroup;
 mod confine;
 mod helper;
 mod init;
 mod ns;
+mod process;
 mod receipt;
 mod runner;
 mod view;

@@ -267,7 +267,7 @@ pub(super) fn runs_as_sandbox_user() -> bool {
 /// A user namespace whose uid and gid 0 are [`SANDBOX_ID`] (root only): the id map of the
 /// workspace's mount, which makes root's files there the sandbox user's.
 pub(super) fn sandbox_userns() -> io::Result<OwnedFd> {
-    let (hold_read, hold_write) = super::runner::pipe()?;
+    let (hold_read, hold_write) = super::process::pipe()?;
     let pid = clone(libc::CLONE_NEWUSER)?;
     if pid == 0 {
         drop(hold_write);

@@ -3,11 +3,12 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::process::pipe;
 use super::wire::{self, Report, Request};
 use super::{Completion, Policy, SANDBOX_ARG, Status};
 
@@ -128,17 +129,6 @@ fn request_file(request: &Request) -> io::Result<File> {
     file.write_all(&json)?;
     file.rewind()?;
     Ok(file)
-}
-
-/// A pipe, both ends close-on-exec: (read, write).
-pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: both descriptors were just created and are owned by nothing else.
-    unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
 }
 
 /// What was read from the helper.
