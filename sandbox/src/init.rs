@@ -182,19 +182,19 @@ fn kill(pid: libc::pid_t) {
 /// The init: pid 1 of the command's namespaces. It starts once the helper writes to `go`
 /// (the id maps are in place) and reports on `out`. Never returns.
 fn init(setup: Init, go: OwnedFd, out: OwnedFd) -> ! {
-    // SAFETY: plain prctls; the helper is this process's parent and single-threaded.
-    unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        // Out of the command's reach: its descriptors (the helper's report and status pipes)
-        // and memory, which /proc/1 would otherwise open to a command of the same uid. bash
-        // is dumpable again after its exec.
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
+    // SAFETY: a plain prctl; the helper is this process's parent and single-threaded.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     // End-of-file instead of the byte: the helper failed or died.
     if File::from(go).read(&mut [0u8]).ok() != Some(1) {
         // SAFETY: exiting without unwinding.
         unsafe { libc::_exit(1) };
     }
+    // Out of the command's reach: the init's descriptors (the helper's report and status
+    // pipes) and memory, which /proc/1 would otherwise open to a command of the same uid.
+    // Only now: the id maps the helper wrote are files of this process that it must be able
+    // to open. bash is dumpable again after its exec.
+    // SAFETY: a plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     let status = match start(setup) {
         Ok(bash) => reap(bash),
         Err(why) => Status::Refused(why),
