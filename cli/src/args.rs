@@ -99,6 +99,12 @@ pub struct Global {
     #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
 
+    /// What cordon logs on standard error: error, warn, info, debug or trace [default: info;
+    /// warn for `cordon mcp`, whose client shows standard error to the user]. `RUST_LOG`,
+    /// when set, takes effect unless this is given.
+    #[arg(long, value_enum, value_name = "LEVEL", global = true)]
+    pub log_level: Option<LogLevel>,
+
     /// Where compiled plugins are cached [default: $CORDON_CACHE_DIR, else
     /// $XDG_CACHE_HOME/cordon, else ~/.cache/cordon].
     #[arg(long, value_name = "DIR", global = true)]
@@ -185,6 +191,29 @@ pub enum PluginsCommand {
         /// The component file.
         path: PathBuf,
     },
+}
+
+/// `--log-level`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    /// The level as a tracing filter directive names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
 }
 
 /// `--permissions`: the session's [`Mode`], as the command line spells it.

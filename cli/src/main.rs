@@ -27,7 +27,7 @@ fn main() -> ExitCode {
     // before anything else starts threads.
     cordon::shell::run_helper_if_asked();
     let cli = Cli::parse();
-    init_logging();
+    init_logging(&cli);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -227,10 +227,17 @@ fn chain(error: &anyhow::Error) -> String {
     text
 }
 
-fn init_logging() {
+/// Logs go to standard error: at `--log-level`, else as `RUST_LOG` says, else at `info`, or
+/// `warn` for `cordon mcp`, whose clients pass standard error on to the user's screen.
+fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("cordon=info"));
+    let quiet = matches!(cli.command, Command::Mcp);
+    let default = if quiet { "warn" } else { "info" };
+    let level = |level: &str| EnvFilter::new(format!("cordon={level}"));
+    let filter = match cli.global.log_level {
+        Some(chosen) => level(chosen.as_str()),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| level(default)),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -267,8 +267,8 @@ fn ask_permission_goes_through_elicitation_and_fails_closed_without_it() {
     }
 }
 
-/// Standard output carries JSON-RPC messages only (the logs go to standard error), and end
-/// of input ends the server with status 0, before the handshake too.
+/// Standard output carries JSON-RPC messages only (the logs go to standard error, quiet unless
+/// asked), and end of input ends the server with status 0, before the handshake too.
 #[test]
 fn stdout_carries_only_protocol_messages() {
     let cordon = Cordon::new();
@@ -297,6 +297,10 @@ fn stdout_carries_only_protocol_messages() {
         assert!(message["result"].is_object(), "{message}");
     }
     assert_eq!(messages[2]["result"]["content"][0]["text"], "out\nerr\n");
+    // Clients show standard error to the user: silent for calls that succeed.
+    assert_eq!(run.stderr, "");
+    // Asked for, the per-call lines are there.
+    let run = cordon.run_with_stdin(&["--log-level", "info", "mcp"], &input);
     assert!(
         run.stderr.contains("MCP client raw 1 connected"),
         "{}",

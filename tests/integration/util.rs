@@ -75,6 +75,7 @@ impl Cordon {
         let mut cmd = Command::new(binary());
         cmd.env("CORDON_CACHE_DIR", cache_dir())
             .env_remove("NO_COLOR")
+            .env_remove("RUST_LOG")
             .arg("--workspace")
             .arg(self.dir.path())
             .args(&self.args)
