@@ -255,18 +255,17 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
 /// Reaps every process of the namespace (orphans come to pid 1) until bash exits: its status.
 fn reap(bash: libc::pid_t) -> Status {
     loop {
-        let mut raw = 0;
-        // SAFETY: waiting for any child.
-        let pid = unsafe { libc::waitpid(-1, &mut raw, libc::__WALL) };
-        if pid == bash {
-            return if libc::WIFEXITED(raw) {
-                Status::Exited(libc::WEXITSTATUS(raw))
-            } else {
-                Status::Signaled(super::signal_name(libc::WTERMSIG(raw)))
-            };
-        }
-        if pid < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Status::Refused("the sandbox's init lost track of bash".into());
+        // SAFETY: `info` is a valid siginfo_t; reading its fields after a successful waitid
+        // that reaped any child.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            if libc::waitid(libc::P_ALL, 0, &mut info, libc::WEXITED | libc::__WALL) == 0 {
+                if info.si_pid() == bash {
+                    return process::status_of(info.si_code, info.si_status());
+                }
+            } else if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return Status::Refused("the sandbox's init lost track of bash".into());
+            }
         }
     }
 }

@@ -50,7 +50,7 @@ pub(super) fn wait(pid: libc::pid_t, deadline: Instant) -> Waited {
     // SAFETY: plain system call; the result is checked.
     let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as i32;
     let waited = loop {
-        if has_exited(pid) {
+        if exited(pid).is_some() {
             break Waited::Exited;
         }
         let now = Instant::now();
@@ -85,15 +85,6 @@ pub(super) fn wait(pid: libc::pid_t, deadline: Instant) -> Waited {
     waited
 }
 
-fn has_exited(pid: libc::pid_t) -> bool {
-    // SAFETY: `info` is a valid siginfo_t; reading its fields after a successful waitid.
-    unsafe {
-        let mut info: libc::siginfo_t = std::mem::zeroed();
-        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-        libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0 && info.si_pid() != 0
-    }
-}
-
 /// How `pid`, a child that has exited, ended (without reaping it).
 pub(super) fn exited(pid: libc::pid_t) -> Option<Status> {
     // SAFETY: `info` is a valid siginfo_t; reading its fields after a successful waitid.
@@ -109,7 +100,7 @@ pub(super) fn exited(pid: libc::pid_t) -> Option<Status> {
 }
 
 /// The [`Status`] of a `waitid` result.
-fn status_of(code: i32, status: i32) -> Status {
+pub(super) fn status_of(code: i32, status: i32) -> Status {
     match code {
         libc::CLD_EXITED => Status::Exited(status),
         _ => Status::Signaled(signal_name(status)),

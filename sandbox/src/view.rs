@@ -149,7 +149,7 @@ pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
     }
 
     let proc = at(Path::new("/proc"));
-    mkdir(&proc).map_err(|e| fail("creating", &proc, e))?;
+    std::fs::create_dir_all(&proc).map_err(|e| fail("creating", &proc, e))?;
     ns::mount(
         Some(Path::new("proc")),
         &proc,
@@ -166,14 +166,14 @@ pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
     }
 
     let dev = at(Path::new("/dev"));
-    mkdir(&dev).map_err(|e| fail("creating", &dev, e))?;
+    std::fs::create_dir_all(&dev).map_err(|e| fail("creating", &dev, e))?;
     tmpfs(&dev, "mode=0755,size=64k").map_err(|e| fail("mounting a tmpfs on", &dev, e))?;
     for (path, entry) in devices {
         let target = at(&path);
         place(&target, entry).map_err(|e| fail("binding", &target, e))?;
     }
     let pts = dev.join("pts");
-    mkdir(&pts).map_err(|e| fail("creating", &pts, e))?;
+    std::fs::create_dir_all(&pts).map_err(|e| fail("creating", &pts, e))?;
     ns::mount(
         Some(Path::new("devpts")),
         &pts,
@@ -183,7 +183,7 @@ pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
     )
     .map_err(|e| fail("mounting a new devpts on", &pts, e))?;
     let shm = dev.join("shm");
-    mkdir(&shm).map_err(|e| fail("creating", &shm, e))?;
+    std::fs::create_dir_all(&shm).map_err(|e| fail("creating", &shm, e))?;
     tmpfs(&shm, &format!("mode=1777,size={}", memory / 4))
         .map_err(|e| fail("mounting a tmpfs on", &shm, e))?;
     for (link, target) in [
@@ -199,15 +199,15 @@ pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
     ns::read_only(&dev).map_err(|e| fail("making read-only", &dev, e))?;
 
     let tmp = at(Path::new("/tmp"));
-    mkdir(&tmp).map_err(|e| fail("creating", &tmp, e))?;
+    std::fs::create_dir_all(&tmp).map_err(|e| fail("creating", &tmp, e))?;
     tmpfs(&tmp, &format!("mode=1777,size={}", memory / 2))
         .map_err(|e| fail("mounting a tmpfs on", &tmp, e))?;
     let home = at(Path::new(HOME));
     let homes = home.parent().unwrap_or(&home);
-    mkdir(homes).map_err(|e| fail("creating", homes, e))?;
+    std::fs::create_dir_all(homes).map_err(|e| fail("creating", homes, e))?;
     tmpfs(homes, &format!("mode=0755,size={}", memory / 4))
         .map_err(|e| fail("mounting a tmpfs on", homes, e))?;
-    mkdir(&home).map_err(|e| fail("creating", &home, e))?;
+    std::fs::create_dir_all(&home).map_err(|e| fail("creating", &home, e))?;
 
     for (path, entry) in granted {
         let target = at(&path);
@@ -236,10 +236,6 @@ fn place(target: &Path, entry: Entry) -> io::Result<()> {
             ns::attach(&tree, target, access)
         }
     }
-}
-
-fn mkdir(path: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(path)
 }
 
 fn tmpfs(target: &Path, options: &str) -> io::Result<()> {
