@@ -40,12 +40,7 @@ fn an_infinite_loop_is_stopped_at_its_deadline_and_the_host_goes_on() {
     let (cordon, _dir) = hostile("[limits]\ntimeout_secs = 1\n");
     let lines = "{\"tool\": \"spin\", \"input\": {}}\n{\"tool\": \"env\", \"input\": {}}\n";
     let started = std::time::Instant::now();
-    let run = cordon.run_with_stdin(&["session"], lines);
-    let out: Vec<serde_json::Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let out = cordon.session(lines);
     assert_eq!(out[0]["status"], "failed");
     assert_eq!(
         out[0]["output"],
@@ -87,12 +82,7 @@ fn a_stdout_flood_is_bounded_and_never_reaches_the_host_stdout() {
 fn a_trap_fails_one_call_and_the_next_succeeds() {
     let (cordon, _dir) = hostile("");
     let lines = "{\"tool\": \"crash\", \"input\": {}}\n{\"tool\": \"env\", \"input\": {}}\n";
-    let run = cordon.run_with_stdin(&["session"], lines);
-    let out: Vec<serde_json::Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let out = cordon.session(lines);
     assert_eq!(out[0]["status"], "failed");
     let text = out[0]["output"].as_str().unwrap();
     assert!(

@@ -358,12 +358,7 @@ fn a_session_response_to_bash_names_the_layers_in_force() {
     ]
     .map(|l| l.to_string())
     .join("\n");
-    let run = c.run_with_stdin(&["session"], lines);
-    let responses: Vec<serde_json::Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let responses = c.session(lines);
     let sandbox = &responses[0]["sandbox"];
     let enforced: Vec<&str> = sandbox["enforced"]
         .as_array()

@@ -12,17 +12,7 @@ use crate::util::Cordon;
 /// Runs a session over `lines` (one request each) and returns the response lines.
 fn session(cordon: &Cordon, lines: &[Value]) -> Vec<Value> {
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    answers(cordon, input)
-}
-
-/// Runs a session over `input` as it is and returns the response lines.
-fn answers(cordon: &Cordon, input: impl AsRef<[u8]>) -> Vec<Value> {
-    let run = cordon.run_with_stdin(&["session"], input);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    run.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect()
+    cordon.session(input)
 }
 
 fn call(tool: &str, input: Value) -> Value {
@@ -100,7 +90,7 @@ fn a_call_reports_status_output_display_and_acp_and_echoes_the_id() {
 fn malformed_lines_get_an_error_and_the_session_goes_on() {
     let cordon = Cordon::new();
     let input = "not json\n[1,2]\n{\"id\": 5, \"what\": 1}\n{\"tool\": 3}\n\n{\"id\": 6, \"end_turn\": true}\n";
-    let out = answers(&cordon, input);
+    let out = cordon.session(input);
     assert_eq!(out.len(), 5, "{out:?}");
     for r in &out[..4] {
         assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
@@ -114,15 +104,17 @@ fn malformed_lines_get_an_error_and_the_session_goes_on() {
 fn a_line_that_is_not_utf8_gets_an_error_and_the_session_goes_on() {
     let cordon = Cordon::new();
     let input = b"{\"id\": 1, \"tool\": \"\xff\xfe\"}\n{\"id\": 2, \"end_turn\": true}\n";
-    let out = answers(&cordon, input);
-    assert_eq!(out.len(), 2, "{out:?}");
-    let error = out[0]["error"].as_str().unwrap_or_default();
-    assert!(
-        error.starts_with("the line is not UTF-8 text: invalid utf-8 sequence"),
-        "{error}"
-    );
-    assert_eq!(out[1]["id"], 2);
+    let out = cordon.session(input);
+    refused_then_answered(&out, "the line is not UTF-8 text: invalid utf-8 sequence");
     assert!(out[1]["counters"].is_object());
+}
+
+/// `out` is an error that starts with `error`, then the answer to the next line (id 2).
+fn refused_then_answered(out: &[Value], error: &str) {
+    assert_eq!(out.len(), 2, "{out:?}");
+    let got = out[0]["error"].as_str().unwrap_or_default();
+    assert!(got.starts_with(error), "{got}");
+    assert_eq!(out[1]["id"], 2);
 }
 
 /// Error answers quote a short, marked prefix of bad input, never all of it.
@@ -165,14 +157,11 @@ fn a_line_over_the_input_limit_is_refused_and_the_session_goes_on() {
         call("write_file", json!({"path": "big.txt", "content": content})).to_string(),
         json!({"id": 2, "end_turn": true}).to_string(),
     ];
-    let out = answers(&cordon, lines.join("\n"));
-    assert_eq!(out.len(), 2, "{out:?}");
-    let error = out[0]["error"].as_str().unwrap();
-    assert!(
-        error.starts_with("the line is 65.0 MiB, more than the 64 MiB a request may carry"),
-        "{error}"
+    let out = cordon.session(lines.join("\n"));
+    refused_then_answered(
+        &out,
+        "the line is 65.0 MiB, more than the 64 MiB a request may carry",
     );
-    assert_eq!(out[1]["id"], 2);
     assert!(!cordon.path("big.txt").exists(), "nothing was written");
 }
 

@@ -97,6 +97,17 @@ impl Cordon {
         self.run(&["call", tool, &input.to_string()])
     }
 
+    /// Runs `cordon session` over `input` (request lines) and returns its response lines,
+    /// parsed; the session must end with status 0.
+    pub fn session(&self, input: impl AsRef<[u8]>) -> Vec<serde_json::Value> {
+        let run = self.run_with_stdin(&["session"], input);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect()
+    }
+
     /// Starts `cordon <args>` with its standard input, output and error piped.
     pub fn spawn(&self, args: &[&str]) -> Child {
         self.command()
