@@ -28,7 +28,7 @@ impl Bash {
         Ok(Bash {
             path: find_bash()?,
             argv,
-            envp: environment(home, tmp)?,
+            envp: environment(request, home, tmp)?,
             workspace: cstring(&request.workspace)?,
         })
     }
@@ -140,17 +140,37 @@ fn is_executable(path: &Path) -> bool {
     unsafe { libc::access(c.as_ptr(), libc::X_OK) == 0 }
 }
 
-/// The command's whole environment (see [`ENVIRONMENT`]).
-fn environment(home: &Path, tmp: &Path) -> Result<Vec<CString>, String> {
-    let values: [(&str, &OsStr); 6] = [
-        ("PATH", OsStr::new(PATH)),
+/// The command's whole environment (see [`ENVIRONMENT`]): the fixed variables, `PATH`
+/// after the request's own directories, then the request's variables (which cannot replace
+/// `PATH`, `HOME` or `TMPDIR`).
+fn environment(request: &Request, home: &Path, tmp: &Path) -> Result<Vec<CString>, String> {
+    let mut path = Vec::new();
+    for dir in &request.path {
+        path.extend_from_slice(dir);
+        path.push(b':');
+    }
+    path.extend_from_slice(PATH.as_bytes());
+    let fixed: [(&str, &OsStr); 6] = [
+        ("PATH", OsStr::from_bytes(&path)),
         ("HOME", home.as_os_str()),
         ("TMPDIR", tmp.as_os_str()),
         ("LANG", OsStr::new("C.UTF-8")),
         ("LC_ALL", OsStr::new("C.UTF-8")),
         ("TERM", OsStr::new("dumb")),
     ];
-    debug_assert!(values.iter().map(|(k, _)| *k).eq(ENVIRONMENT));
+    debug_assert!(fixed.iter().map(|(k, _)| *k).eq(ENVIRONMENT));
+    let kept = ["PATH", "HOME", "TMPDIR"];
+    let mut values: Vec<(&str, &OsStr)> = fixed
+        .into_iter()
+        .filter(|(k, _)| kept.contains(k) || !request.env.iter().any(|(name, _)| name == k))
+        .collect();
+    values.extend(
+        request
+            .env
+            .iter()
+            .filter(|(k, _)| !kept.contains(&k.as_str()))
+            .map(|(k, v)| (k.as_str(), OsStr::new(v))),
+    );
     values
         .iter()
         .map(|(k, v)| {

@@ -19,6 +19,7 @@ pub(crate) fn sandbox_main() -> ! {
     let report = supervise().unwrap_or_else(|why| Report {
         status: Status::Refused(why),
         layers: Vec::new(),
+        protected: Vec::new(),
     });
     let mut err = io::stderr();
     let _ = err.write_all(wire::report_line(&report).as_bytes());
@@ -68,6 +69,7 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
         std::fs::create_dir(dir)
             .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
     }
+    let home = request.home.as_deref().map_or(home, wire::to_path);
     let bash = Bash::new(request, &home, &tmp)?;
     let started = Instant::now();
     let spawned = bash.spawn(&null);
@@ -93,6 +95,7 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
     Ok(Report {
         status,
         layers: super::receipt::unconfined(),
+        protected: Vec::new(),
     })
 }
 

@@ -19,6 +19,7 @@ use super::cgroup::Cgroup;
 use super::confine::{self, Plan, refusal};
 use super::ns;
 use super::process::{self, Waited};
+use super::shield::Shield;
 use super::view::{self, Sources};
 use super::wire::{Report, Request};
 use super::{DEFAULT_MEMORY_LIMIT, HOME, Status, receipt, whole_secs};
@@ -30,6 +31,7 @@ struct Init<'a> {
     /// The opened host trees when the helper could open them (as the sandbox user); else the
     /// init opens them.
     sources: Option<Sources>,
+    shield: &'a Shield,
     cgroup: Option<&'a Cgroup>,
     /// The per-process address-space limit that stands in for a missing memory cgroup.
     address_space: Option<u64>,
@@ -41,6 +43,8 @@ struct Init<'a> {
 /// Runs the command of `request` confined; see the module documentation.
 pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
     let plan = confine::prepare(request)?;
+    // Dropped (its stand-ins removed) only once the command's namespace is empty.
+    let shield = Shield::raise(request)?;
     let sandbox_user = ns::runs_as_sandbox_user();
     let (cgroup, no_cgroup) = match request.memory_limit {
         None => (None, None),
@@ -63,6 +67,7 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
         request,
         null,
         plan,
+        &shield,
         sandbox_user,
         cgroup.as_ref(),
         address_space,
@@ -79,7 +84,11 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
         Some(status) => status,
         None => std::process::exit(1),
     };
-    Ok(Report { status, layers })
+    Ok(Report {
+        status,
+        layers,
+        protected: shield.shown.clone(),
+    })
 }
 
 /// Starts the init and waits for it: the command's status, or `None` when the host went away.
@@ -87,6 +96,7 @@ fn supervise(
     request: &Request,
     null: OwnedFd,
     plan: Plan,
+    shield: &Shield,
     sandbox_user: bool,
     cgroup: Option<&Cgroup>,
     address_space: Option<u64>,
@@ -98,7 +108,7 @@ fn supervise(
                 NAMESPACE_HINT
             ))
         })?;
-        Some(Sources::open(request, Some(&userns))?)
+        Some(Sources::open(request, shield, Some(&userns))?)
     } else {
         None
     };
@@ -126,6 +136,7 @@ fn supervise(
             request,
             plan,
             sources,
+            shield,
             cgroup,
             address_space,
             bash,
@@ -237,7 +248,7 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
     }
     let sources = match init.sources {
         Some(sources) => sources,
-        None => Sources::open(request, None)?,
+        None => Sources::open(request, init.shield, None)?,
     };
     let memory = request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
     view::build(sources, memory).map_err(refusal)?;

@@ -110,8 +110,10 @@ mod helper;
 mod init;
 mod ns;
 mod process;
+pub mod protect;
 mod receipt;
 mod runner;
+mod shield;
 mod view;
 mod wire;
 
@@ -189,6 +191,16 @@ pub struct Policy {
     /// The layers of [`OPTIONAL_LAYERS`] commands may run without when the kernel cannot
     /// enforce them (`--sandbox-allow-missing`); the receipt then shows them off.
     pub allow_missing: Vec<String>,
+    /// Protected paths ([`protect`]) relaxed for commands (`--unprotect`); relative ones
+    /// resolve against the workspace.
+    pub unprotect: Vec<PathBuf>,
+    /// The directory mounted as [`HOME`], which keeps what commands leave there; none: an
+    /// empty private one per call.
+    pub home: Option<PathBuf>,
+    /// Variables set on top of [`ENVIRONMENT`] (`PATH`, `HOME` and `TMPDIR` cannot be).
+    pub env: Vec<(String, String)>,
+    /// Directories put before [`PATH`] in commands' `PATH`.
+    pub path: Vec<PathBuf>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
@@ -209,6 +221,10 @@ impl Policy {
             memory_limit: Some(DEFAULT_MEMORY_LIMIT),
             max_processes: DEFAULT_MAX_PROCESSES,
             allow_missing: Vec::new(),
+            unprotect: Vec::new(),
+            home: None,
+            env: Vec::new(),
+            path: Vec::new(),
             helper: PathBuf::from("/proc/self/exe"),
         }
     }

@@ -84,6 +84,60 @@ pub(super) fn open_tree(path: &Path) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// `struct open_how` of `openat2(2)`.
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// An `O_PATH` descriptor of `rel` beneath the directory `dir`, refusing `..` out of it and
+/// every symbolic link on the way (the last component included): what a command could have
+/// swapped in cannot redirect it.
+pub(super) fn open_beneath(dir: &OwnedFd, rel: &Path) -> io::Result<OwnedFd> {
+    let rel = cpath(rel)?;
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64,
+        mode: 0,
+        resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: a valid descriptor, C string and `open_how` of the size given.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            rel.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })?;
+    // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// A detached copy of the tree at the `O_PATH` descriptor `at` (see [`open_tree`]).
+pub(super) fn open_tree_of(at: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: a valid descriptor and an empty C string; the result is checked.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            at.as_raw_fd(),
+            c"".as_ptr(),
+            OPEN_TREE_CLONE
+                | AT_RECURSIVE
+                | libc::AT_EMPTY_PATH as libc::c_uint
+                | libc::O_CLOEXEC as libc::c_uint,
+        )
+    })?;
+    // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
 fn set_attr(dirfd: i32, path: &CStr, flags: libc::c_uint, attr: &MountAttr) -> io::Result<()> {
     // SAFETY: a valid C string and a `mount_attr` of the size given.
     check(unsafe {

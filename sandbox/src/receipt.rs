@@ -204,7 +204,8 @@ mod tests {
             "command": "true", "workspace": b"/", "extra_read": [], "extra_write": [],
             "network": true, "unconfined": false, "timeout_ms": 1000,
             "memory_limit": 1u64 << 30, "max_processes": 7,
-            "allow_missing": ["landlock", "seccomp"],
+            "allow_missing": ["landlock", "seccomp"], "unprotect": [], "home": null,
+            "env": [], "path": [],
         }))
         .unwrap();
         let plan = crate::confine::prepare(&request).unwrap();

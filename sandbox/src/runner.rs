@@ -9,6 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::process::pipe;
+use super::protect;
 use super::wire::{self, Report, Request};
 use super::{Completion, Policy, SANDBOX_ARG, Status};
 
@@ -52,6 +53,10 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
         memory_limit: policy.memory_limit,
         max_processes: policy.max_processes,
         allow_missing: policy.allow_missing.clone(),
+        unprotect: policy.unprotect.iter().map(|p| wire::to_bytes(p)).collect(),
+        home: policy.home.as_deref().map(wire::to_bytes),
+        env: policy.env.clone(),
+        path: policy.path.iter().map(|p| wire::to_bytes(p)).collect(),
     };
     let request = request_file(&request).map_err(|e| format!("cannot pass the command on: {e}"))?;
     let (out_read, out_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
@@ -94,12 +99,21 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
         report,
     } = drained.unwrap_or_else(|d| d);
     omitted += trim_partial_char(&mut kept, omitted > 0);
-    let output = String::from_utf8_lossy(&kept).into_owned();
+    let mut output = String::from_utf8_lossy(&kept).into_owned();
     let text = String::from_utf8_lossy(&report);
     let (report, diagnostics) = wire::parse_report(&text);
     let (status, layers) = match report {
         _ if backstop => (Status::TimedOut(policy.timeout_secs()), Vec::new()),
-        Some(Report { status, layers }) => (status, layers),
+        Some(Report {
+            status,
+            layers,
+            protected,
+        }) => {
+            if let Some(hint) = protect::hint(&output, &protected) {
+                output.push_str(&hint);
+            }
+            (status, layers)
+        }
         None => (
             Status::Refused(format!(
                 "the sandbox helper ended without a report ({exit}){}{diagnostics}",

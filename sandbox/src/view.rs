@@ -13,6 +13,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use super::ns::{self, Access};
+use super::shield::{self, Shield};
 use super::wire::{self, Request};
 use super::{HOME, READ_ROOTS};
 
@@ -40,14 +41,21 @@ pub(super) struct Sources {
     /// System directories and the CPU description of `/sys`.
     system: Vec<(PathBuf, Entry)>,
     devices: Vec<(PathBuf, Entry)>,
-    /// The workspace and the extra paths, shallowest first.
+    /// The workspace and the extra paths, shallowest first, then the protected paths.
     granted: Vec<(PathBuf, Entry)>,
+    /// The home directory that lasts between calls, if the command has one.
+    home: Option<OwnedFd>,
 }
 
 impl Sources {
-    /// Opens every host tree the view of `request` shows. With `idmap` (cordon runs as
-    /// root), the workspace and the extra paths show root's files as the sandbox user's.
-    pub fn open(request: &Request, idmap: Option<&OwnedFd>) -> Result<Sources, String> {
+    /// Opens every host tree the view of `request` shows, `shield`'s protected paths among
+    /// them. With `idmap` (cordon runs as root), the workspace, the extra paths and the home
+    /// show root's files as the sandbox user's.
+    pub fn open(
+        request: &Request,
+        shield: &Shield,
+        idmap: Option<&OwnedFd>,
+    ) -> Result<Sources, String> {
         let opening = |path: &Path, e: io::Error| format!("cannot open {}: {e}", path.display());
         let mut system = Vec::new();
         let roots = READ_ROOTS.iter().map(PathBuf::from);
@@ -85,27 +93,51 @@ impl Sources {
             }
         }
         granted.sort_by_key(|(path, _)| path.components().count());
-        let granted = granted
+        let shared = |path: &Path, tree: OwnedFd| -> Result<OwnedFd, String> {
+            if let Some(userns) = idmap {
+                ns::idmap(&tree, userns).map_err(|e| {
+                    format!(
+                        "cannot show {} to the sandbox's user (an idmapped mount of it \
+                         failed: {e}; its file system may not support idmapped mounts)",
+                        path.display()
+                    )
+                })?;
+            }
+            Ok(tree)
+        };
+        let mut granted = granted
             .into_iter()
             .map(|(path, access)| {
                 let tree = ns::open_tree(&path).map_err(|e| opening(&path, e))?;
                 let dir = path.is_dir();
-                if let Some(userns) = idmap {
-                    ns::idmap(&tree, userns).map_err(|e| {
-                        format!(
-                            "cannot show {} to the sandbox's user (an idmapped mount of it \
-                             failed: {e}; its file system may not support idmapped mounts)",
-                            path.display()
-                        )
-                    })?;
-                }
-                Ok((path, Entry::Tree(tree, access, dir)))
+                Ok((path.clone(), Entry::Tree(shared(&path, tree)?, access, dir)))
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<Vec<_>, String>>()?;
+        // After the trees they lie in, and read-only whatever the grants above them.
+        let workspace = wire::to_path(&request.workspace);
+        let protected = shield::open(shield, &workspace).map_err(|e| {
+            format!(
+                "cannot open the protected paths of {}: {e}",
+                workspace.display()
+            )
+        })?;
+        for (path, tree, dir) in protected {
+            let entry = Entry::Tree(shared(&path, tree)?, Access::ReadOnly, dir);
+            granted.push((path, entry));
+        }
+        let home = match &request.home {
+            Some(dir) => {
+                let dir = wire::to_path(dir);
+                let tree = ns::open_tree(&dir).map_err(|e| opening(&dir, e))?;
+                Some(shared(&dir, tree)?)
+            }
+            None => None,
+        };
         Ok(Sources {
             system,
             devices,
             granted,
+            home,
         })
     }
 }
@@ -142,6 +174,7 @@ pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
         system,
         devices,
         granted,
+        home: kept_home,
     } = sources;
     for (path, entry) in system {
         let target = at(&path);
@@ -208,6 +241,9 @@ pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
     tmpfs(homes, &format!("mode=0755,size={}", memory / 4))
         .map_err(|e| fail("mounting a tmpfs on", homes, e))?;
     std::fs::create_dir_all(&home).map_err(|e| fail("creating", &home, e))?;
+    if let Some(tree) = kept_home {
+        ns::attach(&tree, &home, Access::Writable).map_err(|e| fail("binding", &home, e))?;
+    }
 
     for (path, entry) in granted {
         let target = at(&path);

@@ -24,6 +24,14 @@ pub(super) struct Request {
     pub max_processes: u32,
     /// The layers the command may run without, when the kernel cannot enforce them.
     pub allow_missing: Vec<String>,
+    /// Protected paths the user relaxed.
+    pub unprotect: Vec<Vec<u8>>,
+    /// The home directory that lasts between calls; none: a private one per call.
+    pub home: Option<Vec<u8>>,
+    /// Variables set on top of the fixed environment.
+    pub env: Vec<(String, String)>,
+    /// Directories put before the fixed `PATH`.
+    pub path: Vec<Vec<u8>>,
 }
 
 pub(super) fn to_bytes(path: &Path) -> Vec<u8> {
@@ -42,6 +50,9 @@ const PREFIX: &str = "cordon-sandbox-report:";
 pub(super) struct Report {
     pub status: Status,
     pub layers: Vec<Layer>,
+    /// The protected paths the command saw read-only, relative to the workspace.
+    #[serde(default)]
+    pub protected: Vec<String>,
 }
 
 /// The report as one line (newline included): the marker, then the [`Report`] as JSON.
@@ -82,7 +93,12 @@ mod tests {
             Status::Refused("no Landlock\nat all".into()),
         ] {
             let layers = vec![Layer::new("pid", crate::Enforcement::Enforced, "its own")];
-            let report = Report { status, layers };
+            let protected = vec![".git/hooks".to_string()];
+            let report = Report {
+                status,
+                layers,
+                protected,
+            };
             let line = report_line(&report);
             let (parsed, other) = parse_report(&format!("thread panicked\n{line}"));
             assert_eq!(parsed, Some(report));
