@@ -1,5 +1,5 @@
 //! The user's side of cordon: where its files live, and its config file (the consent given to
-//! third-party plugins).
+//! third-party plugins, and the `[bash]` settings).
 //!
 //! Everything here is the user's, never a tool's or a workspace's: the config is read only
 //! from cordon's config directory or `--config`, and [`crate::own`] refuses to start when a tool
@@ -23,6 +23,9 @@ pub struct Config {
     /// `[plugins.NAME]` tables.
     #[serde(default)]
     pub plugins: BTreeMap<String, Consent>,
+    /// The `[bash]` table: more for bash commands than the sandbox's defaults.
+    #[serde(default)]
+    pub bash: crate::bash::Settings,
 }
 
 /// `[plugins.NAME]`: what the user allows one plugin beyond the defaults.
@@ -107,6 +110,14 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     var(CACHE_DIR_ENV)
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("cordon")))
         .or_else(|| var("HOME").map(|d| d.join(".cache").join("cordon")))
+}
+
+/// cordon's data directory, `$XDG_DATA_HOME/cordon` (else `~/.local/share/cordon`), whether
+/// or not it exists: where the homes of bash commands are kept.
+pub fn data_dir() -> Option<PathBuf> {
+    var("XDG_DATA_HOME")
+        .or_else(|| var("HOME").map(|home| home.join(".local").join("share")))
+        .map(|dir| dir.join("cordon"))
 }
 
 /// A path from the environment; an empty value counts as unset.

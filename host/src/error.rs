@@ -28,6 +28,8 @@ pub enum Error {
     },
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Bash(#[from] crate::bash::SettingsError),
     #[error(
         "cannot read the plugin directory {}: {source}. Pass an existing directory with --plugins",
         path.display()

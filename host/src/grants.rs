@@ -12,6 +12,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 use crate::bindings::interface;
+use crate::shell::protect::Guard;
 
 /// One directory a plugin may use.
 #[derive(Clone, Debug)]
@@ -35,7 +36,10 @@ pub struct Grants {
     pub env: Vec<(String, String)>,
     /// cordon's own files and directories (resolved, see [`crate::own`]): never written by the
     /// `files` capability, even inside a read-write directory.
-    pub protected: Arc<[PathBuf]>,
+    pub own: Arc<[PathBuf]>,
+    /// The workspace's protected paths ([`crate::shell::protect`]), refused by the `files`
+    /// capability as the shell's view makes them read-only; none: nothing protected.
+    pub guard: Option<Arc<Guard>>,
 }
 
 impl Grants {
@@ -46,7 +50,8 @@ impl Grants {
             cwd: cwd.to_path_buf(),
             shell: None,
             env: Vec::new(),
-            protected: Arc::new([]),
+            own: Arc::new([]),
+            guard: None,
         }
     }
 
@@ -92,17 +97,21 @@ impl Grants {
     }
 }
 
-/// Handles on a plugin's read-write directories, opened once when the plugin is loaded.
+/// Handles on a plugin's read-write directories, opened once when the plugin is loaded, and
+/// the workspace's protection.
 #[derive(Default)]
-pub struct Roots(Vec<Root>);
+pub struct Roots {
+    roots: Vec<Root>,
+    pub(crate) guard: Option<Arc<Guard>>,
+}
 
 /// One read-write directory.
 pub(crate) struct Root {
     path: PathBuf,
     pub(crate) dir: Dir,
-    /// The protected paths inside it, relative to it. Resolution never leaves the directory,
-    /// so no other protected path can be reached through it.
-    protected: Vec<PathBuf>,
+    /// cordon's own paths inside it, relative to it. Resolution never leaves the directory,
+    /// so no other of them can be reached through it.
+    own: Vec<PathBuf>,
 }
 
 impl Roots {
@@ -113,19 +122,22 @@ impl Roots {
             roots.push(Root {
                 path: dir.path.clone(),
                 dir: Dir::open_ambient_dir(&dir.path, ambient_authority())?,
-                protected: grants
-                    .protected
+                own: grants
+                    .own
                     .iter()
                     .filter_map(|p| Some(p.strip_prefix(&dir.path).ok()?.to_path_buf()))
                     .collect(),
             });
         }
-        Ok(Roots(roots))
+        Ok(Roots {
+            roots,
+            guard: grants.guard.clone(),
+        })
     }
 
     /// The grant `path` lies in (the deepest one) and the path relative to it.
     pub(crate) fn locate<'a>(&'a self, path: &Path) -> Option<(&'a Root, PathBuf)> {
-        self.0
+        self.roots
             .iter()
             .filter_map(|root| Some((root, path.strip_prefix(&root.path).ok()?.to_path_buf())))
             .max_by_key(|(_, rel)| std::cmp::Reverse(rel.components().count()))
@@ -133,16 +145,22 @@ impl Roots {
 }
 
 impl Root {
-    /// Whether `target` (relative, its last component no link) resolves into a protected path.
-    pub(crate) fn protects(&self, target: &Path) -> io::Result<bool> {
-        if self.protected.is_empty() {
-            return Ok(false);
-        }
+    /// `target` (relative, its last component no link) as an absolute path with its parent
+    /// resolved.
+    pub(crate) fn resolve(&self, target: &Path) -> io::Result<PathBuf> {
         let parent = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => self.dir.canonicalize(p)?,
             _ => PathBuf::new(),
         };
-        let resolved = parent.join(target.file_name().unwrap_or_default());
-        Ok(self.protected.iter().any(|p| resolved.starts_with(p)))
+        Ok(self
+            .path
+            .join(parent)
+            .join(target.file_name().unwrap_or_default()))
+    }
+
+    /// Whether `resolved` (from [`Root::resolve`]) is one of cordon's own paths.
+    pub(crate) fn is_own(&self, resolved: &Path) -> bool {
+        let rel = resolved.strip_prefix(&self.path).unwrap_or(resolved);
+        self.own.iter().any(|p| rel.starts_with(p))
     }
 }

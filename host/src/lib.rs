@@ -9,6 +9,7 @@
 //! ([`schema`]), a fresh instance, and output truncation ([`output`]). The built-in tools are
 //! embedded in the binary ([`builtin`]).
 
+pub mod bash;
 pub mod bindings;
 pub mod builtin;
 pub mod caps;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::{config, shell};
+use crate::{bash, config, shell};
 
 /// How the runtime is set up.
 #[derive(Clone, Debug)]
@@ -18,6 +18,11 @@ pub struct Options {
     pub skills: Option<PathBuf>,
     /// How shell commands run (timeout, confinement).
     pub shell: shell::Policy,
+    /// More for bash commands (paths, variables, home, protected paths relaxed), as the
+    /// command line gives it; at start the config file's `[bash]` table comes first and the
+    /// result is applied to [`Options::shell`]. Its `unprotect` relaxes the protected paths
+    /// for every tool.
+    pub bash: bash::Settings,
     /// Where compiled components are cached; none: compile at every start.
     pub cache_dir: Option<PathBuf>,
     /// The key file that authenticates the cached components (created when missing); none:
@@ -45,6 +50,7 @@ impl Options {
         let workspace = workspace.into();
         Options {
             shell: shell::Policy::new(workspace.clone()),
+            bash: bash::Settings::default(),
             workspace,
             max_output: DEFAULT_MAX_OUTPUT,
             edit_tools: true,

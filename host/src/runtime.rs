@@ -19,6 +19,7 @@ use crate::options::Options;
 use crate::own::{self, Own};
 use crate::plugin::{Answer, Plugin, Tool};
 use crate::schema::Problem;
+use crate::shell::protect::Guard;
 use crate::spec::{Source, Spec};
 use crate::{Error, builtin, output};
 
@@ -157,6 +158,8 @@ impl Runtime {
             Some(path) => Config::read(path)?,
             None => Config::default(),
         };
+        options.bash = config.bash.then(&options.bash);
+        crate::bash::apply(&options.bash, &mut options.shell)?;
         let mut specs = builtin::specs(&options);
         for dir in &options.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &options, &config)?);
@@ -165,7 +168,7 @@ impl Runtime {
         // one-shot call loads): what this start loads must be out of reach of what it runs.
         let own = own::paths(&options, &specs);
         own::check(&own, &options, &specs)?;
-        protect(&mut specs, &own);
+        protect(&mut specs, &own, &options);
         if let Some(tool) = tool {
             let claims = |spec: &Spec| match &spec.tools {
                 Some(listed) => listed.iter().any(|t| t == tool),
@@ -208,7 +211,7 @@ impl Runtime {
         }
         let mut specs = vec![manifest::spec(path, &self.options, &self.config)?];
         own::check(&self.own, &self.options, &specs)?;
-        protect(&mut specs, &self.own);
+        protect(&mut specs, &self.own, &self.options);
         self.load(specs).await?;
         Ok(self.plugins.last().expect("a plugin was just added"))
     }
@@ -444,12 +447,14 @@ pub fn check(tool: &Tool, input: &Value) -> Result<(), CallError> {
         })
 }
 
-/// Tells every plugin's grants which paths are cordon's own, so the `files` capability refuses
-/// them even inside a read-write directory.
-fn protect(specs: &mut [Spec], own: &[Own]) {
-    let protected: Arc<[PathBuf]> = own.iter().map(|o| o.resolved.clone()).collect();
+/// Tells every plugin's grants which paths are cordon's own and which of the workspace are
+/// protected, so the `files` capability refuses them even inside a read-write directory.
+fn protect(specs: &mut [Spec], own: &[Own], options: &Options) {
+    let own: Arc<[PathBuf]> = own.iter().map(|o| o.resolved.clone()).collect();
+    let guard = Arc::new(Guard::new(&options.workspace, &options.bash.unprotect));
     for spec in specs {
-        spec.grants.protected = protected.clone();
+        spec.grants.own = own.clone();
+        spec.grants.guard = Some(guard.clone());
     }
 }
 

@@ -2,8 +2,10 @@
 //!
 //! Confinement is by `cap-std`: every path is opened beneath a read-write grant's directory
 //! handle, and the kernel-backed resolution refuses `..` and symbolic links that lead out.
-//! cordon's own files ([`Grants::protected`](crate::grants::Grants::protected)) are refused even inside a grant: the runtime
-//! refuses to start with one there, so this holds should that check ever be bypassed.
+//! cordon's own files ([`Grants::own`](crate::grants::Grants::own)) are refused even inside a grant: the runtime
+//! refuses to start with one there, so this holds should that check ever be bypassed. The
+//! workspace's protected paths ([`Grants::guard`](crate::grants::Grants::guard)) are refused as
+//! named and as resolved, so no symbolic link leads into one.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -55,17 +57,27 @@ pub fn replace(roots: &Roots, path: &Path, contents: &[u8]) -> Result<(), Replac
     if rel.file_name().is_none() {
         return Err(ReplaceError::IsDirectory(shown));
     }
+    // As named first (its parent may not exist yet), then as resolved.
+    let guarded = |path: &Path| match roots.guard.as_deref() {
+        Some(guard) => guard
+            .rule_for(path)
+            .map_or(Ok(()), |p| Err(ReplaceError::Protected(guard.refusal(&p)))),
+        None => Ok(()),
+    };
+    guarded(path)?;
     // Writing through a symbolic link updates the file it points to (when that stays inside
     // the grant) and keeps the link.
     let target = match dir.symlink_metadata(&rel) {
         Ok(meta) if meta.is_symlink() => dir.canonicalize(&rel).map_err(|e| classify(&shown, e))?,
         _ => rel,
     };
-    if root.protects(&target).map_err(|e| classify(&shown, e))? {
+    let resolved = root.resolve(&target).map_err(|e| classify(&shown, e))?;
+    if root.is_own(&resolved) {
         return Err(ReplaceError::NotPermitted(format!(
             "{shown} is one of cordon's own files (its cache, config or plugins), which no tool may write"
         )));
     }
+    guarded(&resolved)?;
     let existing = match dir.metadata(&target) {
         Ok(meta) if meta.is_dir() => return Err(ReplaceError::IsDirectory(shown)),
         // A FIFO, socket or device is not replaced by a file.
@@ -201,8 +213,10 @@ fn classify(shown: &str, error: io::Error) -> ReplaceError {
 mod tests {
     use super::*;
     use crate::grants::Grants;
+    use crate::shell::protect::Guard;
     use cap_std::ambient_authority;
     use std::os::unix::fs::PermissionsExt;
+    use std::sync::Arc;
 
     fn setup() -> (tempfile::TempDir, Roots) {
         let ws = tempfile::tempdir().unwrap();
@@ -315,7 +329,7 @@ mod tests {
         std::fs::write(root.join("cache/a.cwasm"), "code").unwrap();
         std::os::unix::fs::symlink("cache/a.cwasm", root.join("code")).unwrap();
         let mut grants = Grants::none(&root).read_write(&root);
-        grants.protected = vec![root.join("cache")].into();
+        grants.own = vec![root.join("cache")].into();
         let roots = Roots::open(&grants).unwrap();
         for path in [
             "cache/a.cwasm",
@@ -336,6 +350,39 @@ mod tests {
         );
         assert!(!root.join("cache/new").exists());
         replace(&roots, &root.join("other.txt"), b"x").unwrap();
+    }
+
+    #[test]
+    fn refuses_the_workspaces_protected_paths_as_named_and_as_resolved() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
+        std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
+        std::os::unix::fs::symlink(".git/hooks", root.join("hooks")).unwrap();
+        std::os::unix::fs::symlink(".git/config", root.join("config")).unwrap();
+        let mut grants = Grants::none(&root).read_write(&root);
+        grants.guard = Some(Arc::new(Guard::new(&root, &[])));
+        let roots = Roots::open(&grants).unwrap();
+        for path in [
+            ".git/config",
+            ".git/hooks/pre-commit",
+            "hooks/pre-commit",
+            "config",
+            ".vscode/settings.json",
+            ".envrc",
+        ] {
+            let refused = replace(&roots, &root.join(path), b"x");
+            assert!(
+                matches!(&refused, Err(ReplaceError::Protected(m)) if m.contains("--unprotect")),
+                "{path}: {refused:?}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert!(!root.join(".git/hooks/pre-commit").exists());
+        replace(&roots, &root.join(".git/HEAD"), b"ref: refs/heads/main\n").unwrap();
     }
 
     #[test]

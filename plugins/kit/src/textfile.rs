@@ -178,20 +178,29 @@ pub fn read_existing(
 /// Replaces the file at `abs` (resolved from `given`) with `bytes` through the host's atomic
 /// replacement, which keeps permission bits; the failure text otherwise.
 pub fn replace(abs: &Path, given: &str, bytes: &[u8]) -> Result<(), String> {
-    files::replace(&display(abs), bytes).map_err(|e| {
-        let why = match e {
-            files::ReplaceError::NotPermitted(_) => format!(
-                "{given} cannot be written: it resolves outside the directories this tool may \
-                 write (for example through a symbolic link leading out of the workspace)"
-            ),
-            files::ReplaceError::NoParent(_) => {
-                format!("{given} cannot be written: its parent directory does not exist")
-            }
-            files::ReplaceError::IsDirectory(_) => directory(given),
-            files::ReplaceError::Io(message) => format!("{given} cannot be written: {message}"),
-        };
-        format!("{why}. Nothing was written.")
-    })
+    try_replace(abs, bytes).map_err(|e| replace_failure(given, e))
+}
+
+/// [`replace`], with the host's failure as it is (a caller may handle a missing parent).
+pub fn try_replace(abs: &Path, bytes: &[u8]) -> Result<(), files::ReplaceError> {
+    files::replace(&display(abs), bytes)
+}
+
+/// The failure text of a replacement of `given` that failed with `error`.
+pub fn replace_failure(given: &str, error: files::ReplaceError) -> String {
+    let why = match error {
+        files::ReplaceError::NotPermitted(_) => format!(
+            "{given} cannot be written: it resolves outside the directories this tool may \
+             write (for example through a symbolic link leading out of the workspace)"
+        ),
+        files::ReplaceError::NoParent(_) => {
+            format!("{given} cannot be written: its parent directory does not exist")
+        }
+        files::ReplaceError::IsDirectory(_) => directory(given),
+        files::ReplaceError::Protected(why) => format!("{given} cannot be written: {why}"),
+        files::ReplaceError::Io(message) => format!("{given} cannot be written: {message}"),
+    };
+    format!("{why}. Nothing was written.")
 }
 
 #[cfg(test)]

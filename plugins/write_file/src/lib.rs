@@ -8,7 +8,7 @@ use std::io;
 use std::path::Path;
 
 use cordon_kit::textfile::{self, DRY_RUN, count};
-use cordon_kit::{Context, Declaration, Kind, Outcome, Tool, diff, path};
+use cordon_kit::{Context, Declaration, Kind, Outcome, Tool, diff, files, path};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -78,8 +78,16 @@ fn run(input: Input, context: &Context) -> Result<Outcome, String> {
         context.dry_run,
     );
     if !context.dry_run {
-        ensure_parent(root, &abs, given)?;
-        textfile::replace(&abs, given, input.content.as_bytes())?;
+        let bytes = input.content.as_bytes();
+        // Parents are created only once the host has had its say: a protected path is
+        // refused before anything of it exists.
+        match textfile::try_replace(&abs, bytes) {
+            Err(files::ReplaceError::NoParent(_)) => {
+                ensure_parent(root, &abs, given)?;
+                textfile::replace(&abs, given, bytes)?;
+            }
+            done => done.map_err(|e| textfile::replace_failure(given, e))?,
+        }
     }
     let line = old_text.as_ref().and(change.first_changed_line);
     Ok(textfile::change_outcome(headline, change, limit)

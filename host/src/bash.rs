@@ -1,0 +1,334 @@
+//! The user's settings for bash commands beyond the sandbox's defaults: the `[bash]` table of
+//! cordon's config file (never a file of the workspace), the variables passed through, and the
+//! home directory that keeps the commands' caches between calls.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::config;
+use crate::shell::Policy;
+
+/// The `[bash]` table of cordon's config file; each list adds to its command-line option.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// More paths commands may read (`--bash-read`).
+    #[serde(default)]
+    pub read: Vec<PathBuf>,
+    /// More paths commands may write (`--bash-write`).
+    #[serde(default)]
+    pub write: Vec<PathBuf>,
+    /// Variables passed through or set (`--bash-env`).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Directories put before `PATH`, readable too (`--bash-path`).
+    #[serde(default)]
+    pub path: Vec<PathBuf>,
+    /// Protected paths relaxed (`--unprotect`).
+    #[serde(default)]
+    pub unprotect: Vec<PathBuf>,
+    /// The home of commands (`--bash-home`): `"workspace"`, `"private"` or a directory.
+    pub home: Option<String>,
+}
+
+/// Where a command's `HOME` comes from (`--bash-home`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Home {
+    /// A directory of its own for each workspace, under cordon's data directory, that lasts
+    /// between calls and sessions (the default).
+    Workspace,
+    /// An empty directory for each call.
+    Private,
+    /// This directory.
+    Dir(PathBuf),
+}
+
+impl Home {
+    /// `workspace`, `private` or a directory, as `--bash-home` and `home =` spell it.
+    pub fn parse(text: &str) -> Home {
+        match text {
+            "workspace" => Home::Workspace,
+            "private" => Home::Private,
+            dir => Home::Dir(PathBuf::from(dir)),
+        }
+    }
+}
+
+/// Why the bash settings cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error(
+        "--bash-env {0}: not a variable name (letters, digits and _, not starting with a digit; \
+         a trailing * passes every variable it starts)"
+    )]
+    Name(String),
+    #[error(
+        "--bash-env {0}: PATH, HOME and TMPDIR are set by cordon; use --bash-path to extend \
+         PATH and --bash-home to choose the home"
+    )]
+    Reserved(String),
+    #[error(
+        "cannot use {} as the home of bash commands: {source}. Pass an existing directory, or \
+         `private`, with --bash-home", path.display()
+    )]
+    Home {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "no home for bash commands: cordon's data directory is unknown (neither XDG_DATA_HOME \
+         nor HOME is set); pass --bash-home private or a directory"
+    )]
+    NoDataDir,
+}
+
+/// Parts of a variable's name that mark it a secret: such a variable passes only when named
+/// exactly, never through a pattern.
+pub const SECRET_WORDS: [&str; 5] = ["TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL"];
+
+/// The variables `specs` (from `--bash-env`) give commands, read from `environment` (cordon's
+/// own): `NAME=VALUE` sets one; `NAME` passes one through when it is set; `PREFIX*` passes
+/// every variable that starts with `PREFIX`, except those whose names look like secrets
+/// ([`SECRET_WORDS`]).
+pub fn variables(
+    specs: &[String],
+    environment: &[(String, String)],
+) -> Result<Vec<(String, String)>, SettingsError> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut set = |name: &str, value: &str| {
+        out.retain(|(k, _)| k != name);
+        out.push((name.to_string(), value.to_string()));
+    };
+    for spec in specs {
+        let (name, value) = match spec.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (spec.as_str(), None),
+        };
+        let (stem, pattern) = match name.strip_suffix('*') {
+            Some(stem) if value.is_none() => (stem, true),
+            _ => (name, false),
+        };
+        let valid = stem.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !stem.starts_with(|c: char| c.is_ascii_digit())
+            && (pattern || !stem.is_empty());
+        if !valid {
+            return Err(SettingsError::Name(spec.clone()));
+        }
+        if !pattern && ["PATH", "HOME", "TMPDIR"].contains(&stem) {
+            return Err(SettingsError::Reserved(spec.clone()));
+        }
+        match (value, pattern) {
+            (Some(value), _) => set(name, value),
+            (None, false) => {
+                if let Some((_, value)) = environment.iter().find(|(k, _)| k == name) {
+                    set(name, value);
+                }
+            }
+            (None, true) => {
+                for (k, v) in environment {
+                    let reserved = ["PATH", "HOME", "TMPDIR"].contains(&k.as_str());
+                    if k.starts_with(stem) && !reserved && !looks_secret(k) {
+                        set(k, v);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a variable's name looks like that of a secret.
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    SECRET_WORDS.iter().any(|w| upper.contains(w))
+}
+
+/// The home directory of the commands of `workspace` (canonical) under [`Home::Workspace`]:
+/// `<data dir>/homes/<name>-<hash of its path>`, whether or not it exists.
+pub fn workspace_home(workspace: &Path) -> Option<PathBuf> {
+    let hash = blake3::hash(workspace.as_os_str().as_encoded_bytes()).to_hex();
+    let name: String = workspace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Some(
+        config::data_dir()?
+            .join("homes")
+            .join(format!("{name}-{}", &hash[..16])),
+    )
+}
+
+/// The user's git identity (`user.name`, `user.email` in `~/.gitconfig` or git's XDG config
+/// file), as the variables that make commits inside the sandbox carry it; nothing else of
+/// that config (no credential helper, no alias) reaches commands. Read without running git:
+/// `include` directives are not followed.
+pub fn git_identity() -> Vec<(String, String)> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let files = [
+        xdg.map(|d| d.join("git/config")),
+        home.map(|h| h.join(".gitconfig")),
+    ];
+    let (mut name, mut email) = (None, None);
+    for text in files
+        .iter()
+        .flatten()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+    {
+        let mut in_user = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                in_user = line.trim_end_matches(']').trim_start_matches('[').trim() == "user";
+            } else if let (true, Some((key, value))) = (in_user, line.split_once('=')) {
+                let value = value.trim().trim_matches('"').to_string();
+                match key.trim().to_ascii_lowercase().as_str() {
+                    "name" => name = Some(value),
+                    "email" => email = Some(value),
+                    _ => {}
+                }
+            }
+        }
+    }
+    let mut vars = Vec::new();
+    for (who, value) in [("NAME", name), ("EMAIL", email)] {
+        for role in ["AUTHOR", "COMMITTER"] {
+            if let Some(value) = value.clone().filter(|v| !v.is_empty()) {
+                vars.push((format!("GIT_{role}_{who}"), value));
+            }
+        }
+    }
+    vars
+}
+
+/// Applies `settings` to `policy` (whose workspace is canonical): the extra paths, `PATH`,
+/// the variables (the user's git identity first, so `--bash-env` can replace it), the
+/// protected paths relaxed, and the home, created when it is the workspace's and missing.
+pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<(), SettingsError> {
+    policy.extra_read.extend(settings.read.iter().cloned());
+    policy.extra_read.extend(settings.path.iter().cloned());
+    policy.extra_write.extend(settings.write.iter().cloned());
+    policy.path.extend(settings.path.iter().cloned());
+    policy.unprotect.extend(settings.unprotect.iter().cloned());
+    let environment: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let mut env = git_identity();
+    for (name, value) in variables(&settings.env, &environment)? {
+        env.retain(|(k, _)| *k != name);
+        env.push((name, value));
+    }
+    policy.env = env;
+    let home = settings
+        .home
+        .as_deref()
+        .map_or(Home::Workspace, Home::parse);
+    set_home(policy, &home)
+}
+
+impl Settings {
+    /// These settings after `more` (the command line's after the config file's): lists
+    /// joined, `more`'s home chosen when it has one.
+    pub fn then(&self, more: &Settings) -> Settings {
+        let join = |a: &[PathBuf], b: &[PathBuf]| [a, b].concat();
+        Settings {
+            read: join(&self.read, &more.read),
+            write: join(&self.write, &more.write),
+            env: [self.env.as_slice(), &more.env].concat(),
+            path: join(&self.path, &more.path),
+            unprotect: join(&self.unprotect, &more.unprotect),
+            home: more.home.clone().or_else(|| self.home.clone()),
+        }
+    }
+}
+
+/// Applies the home choice to `policy` (whose workspace is canonical), creating the
+/// workspace's home when it is missing.
+fn set_home(policy: &mut Policy, home: &Home) -> Result<(), SettingsError> {
+    policy.home = match home {
+        Home::Private => None,
+        Home::Dir(dir) => Some(
+            dir.canonicalize()
+                .and_then(|d| match d.is_dir() {
+                    true => Ok(d),
+                    false => Err(std::io::Error::from(std::io::ErrorKind::NotADirectory)),
+                })
+                .map_err(|source| SettingsError::Home {
+                    path: dir.clone(),
+                    source,
+                })?,
+        ),
+        Home::Workspace => {
+            let dir = workspace_home(&policy.workspace).ok_or(SettingsError::NoDataDir)?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|source| SettingsError::Home {
+                    path: dir.clone(),
+                    source,
+                })?;
+            Some(dir)
+        }
+    };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn secrets_pass_only_when_named_exactly() {
+        let host = env(&[
+            ("GITHUB_TOKEN", "t"),
+            ("GITHUB_USER", "u"),
+            ("NPM_CONFIG_REGISTRY", "r"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ]);
+        let specs = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            variables(&specs(&["GITHUB_*", "*"]), &host).unwrap(),
+            env(&[("GITHUB_USER", "u"), ("NPM_CONFIG_REGISTRY", "r")])
+        );
+        assert_eq!(
+            variables(&specs(&["GITHUB_TOKEN", "MISSING", "A=1"]), &host).unwrap(),
+            env(&[("GITHUB_TOKEN", "t"), ("A", "1")])
+        );
+        assert!(matches!(
+            variables(&specs(&["PATH=/x"]), &host),
+            Err(SettingsError::Reserved(_))
+        ));
+        assert!(matches!(
+            variables(&specs(&["1X"]), &host),
+            Err(SettingsError::Name(_))
+        ));
+    }
+
+    #[test]
+    fn each_workspace_has_a_home_of_its_own() {
+        let a = workspace_home(Path::new("/src/a")).unwrap();
+        let b = workspace_home(Path::new("/other/a")).unwrap();
+        assert_ne!(a, b);
+        assert!(a.file_name().unwrap().to_str().unwrap().starts_with("a-"));
+    }
+}
