@@ -60,6 +60,29 @@ pub struct Global {
     #[arg(long, value_name = "PATH", global = true)]
     pub bash_write: Vec<PathBuf>,
 
+    /// Give bash commands this variable: `NAME=VALUE` sets it, `NAME` passes cordon's own
+    /// value through, `PREFIX*` passes every variable starting with PREFIX except those whose
+    /// names look like secrets (TOKEN, SECRET, KEY, PASSWORD, CREDENTIAL), which pass only
+    /// when named exactly; repeatable.
+    #[arg(long, value_name = "NAME[=VALUE]", global = true)]
+    pub bash_env: Vec<String>,
+
+    /// Put this directory before the fixed PATH of bash commands (and let them read it);
+    /// repeatable.
+    #[arg(long, value_name = "DIR", global = true)]
+    pub bash_path: Vec<PathBuf>,
+
+    /// The home directory of bash commands: `workspace` (one per workspace, kept between
+    /// calls and sessions, under ~/.local/share/cordon/homes), `private` (empty at every
+    /// call) or a directory [default: workspace].
+    #[arg(long, value_name = "workspace|private|DIR", global = true)]
+    pub bash_home: Option<String>,
+
+    /// Let every tool write this protected path of the workspace (a git hook or config,
+    /// .envrc, .vscode, ...) and what is below it; repeatable.
+    #[arg(long, value_name = "PATH", global = true)]
+    pub unprotect: Vec<PathBuf>,
+
     /// Let bash commands use the network.
     #[arg(long, global = true)]
     pub bash_network: bool,
@@ -120,8 +143,14 @@ impl Global {
         options.skills = self.skills.clone();
         options.shell.timeout = Duration::from_secs(self.timeout);
         options.shell.unconfined = self.unconfined_bash;
-        options.shell.extra_read = self.bash_read.clone();
-        options.shell.extra_write = self.bash_write.clone();
+        options.bash = cordon::bash::Settings {
+            read: self.bash_read.clone(),
+            write: self.bash_write.clone(),
+            env: self.bash_env.clone(),
+            path: self.bash_path.clone(),
+            unprotect: self.unprotect.clone(),
+            home: self.bash_home.clone(),
+        };
         options.shell.network = self.bash_network;
         options.shell.memory_limit = Some(self.bash_memory << 20);
         options.shell.max_processes = self.bash_max_processes;

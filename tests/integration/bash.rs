@@ -281,9 +281,13 @@ fn the_environment_holds_no_host_secrets() {
         "command": "env | cut -d= -f1 | sort | tr '\\n' ' '; echo; \
                     cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c CORDON_TEST_SECRET"
     });
+    // A home without a git identity, which would be passed on (see `workday`).
+    let home = tempfile::tempdir().unwrap();
     let out = c
         .command()
         .env("CORDON_TEST_SECRET", "hunter2-value")
+        .env("HOME", home.path())
+        .env_remove("XDG_CONFIG_HOME")
         .args(["call", "bash", &input.to_string()])
         .output()
         .unwrap();

@@ -316,26 +316,17 @@ fn stdout_carries_only_protocol_messages() {
 #[test]
 fn malformed_call_params_are_quoted_short() {
     let big = "x".repeat(1 << 20);
-    let lines = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": 12, "arguments": big}}),
-    ];
-    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let run = Cordon::new().run_with_stdin(&["mcp"], &input);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let answer = run.stdout.lines().nth(1).unwrap_or_default();
-    assert!(answer.len() < 1024, "{} bytes", answer.len());
-    let answer: Value = serde_json::from_str(answer).unwrap();
-    let total = lines[2]["params"].to_string().len();
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": 12, "arguments": big}});
+    let answers = Cordon::new().mcp(std::slice::from_ref(&call));
+    let answer = &answers[0];
+    assert!(answer.to_string().len() < 1024, "{answer}");
+    let total = call["params"].to_string().len();
     assert_eq!(
-        invalid_params(&answer),
+        invalid_params(answer),
         format!(
             "Invalid tools/call params: expected {{\"name\": string, \"arguments\": object}}, got: {} … ({} more characters, {total} in all)",
-            &lines[2]["params"].to_string()[..100],
+            &call["params"].to_string()[..100],
             total - 100
         )
     );

@@ -8,6 +8,8 @@ use tempfile::TempDir;
 /// A temporary workspace and the options every `cordon` run in it gets.
 pub struct Cordon {
     dir: TempDir,
+    /// cordon's data directory (`XDG_DATA_HOME`), where the homes of bash commands are kept.
+    data: TempDir,
     args: Vec<String>,
 }
 
@@ -37,6 +39,10 @@ impl Cordon {
                 .prefix("cordon-ws-")
                 .tempdir()
                 .expect("create a temporary workspace"),
+            data: tempfile::Builder::new()
+                .prefix("cordon-data-")
+                .tempdir()
+                .expect("create a temporary data directory"),
             args: Vec::new(),
         }
     }
@@ -65,6 +71,11 @@ impl Cordon {
         path
     }
 
+    /// cordon's data directory for this workspace's runs.
+    pub fn data_dir(&self) -> &Path {
+        self.data.path()
+    }
+
     /// Reads `rel` inside the workspace as text.
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.path(rel)).unwrap()
@@ -74,6 +85,7 @@ impl Cordon {
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(binary());
         cmd.env("CORDON_CACHE_DIR", cache_dir())
+            .env("XDG_DATA_HOME", self.data.path())
             .env_remove("NO_COLOR")
             .env_remove("RUST_LOG")
             .arg("--workspace")
@@ -105,6 +117,29 @@ impl Cordon {
         run.stdout
             .lines()
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+            .collect()
+    }
+
+    /// Runs `cordon mcp`: the handshake, then `requests` (JSON-RPC messages); returns the
+    /// answers to the requests, parsed. The server must end with status 0.
+    pub fn mcp(&self, requests: &[serde_json::Value]) -> Vec<serde_json::Value> {
+        let handshake = [
+            serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "1"}}}),
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ];
+        let input: String = handshake
+            .iter()
+            .chain(requests)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let run = self.run_with_stdin(&["mcp"], input);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stdout
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
             .collect()
     }
 

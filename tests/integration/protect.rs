@@ -1,0 +1,250 @@
+//! Protected paths: what would run code outside the sandbox the next time the user works in
+//! the project (git hooks and config, `.envrc`, editor settings) is read-only to bash and
+//! refused to the file tools, through every front door; `--unprotect` relaxes one path.
+
+use serde_json::json;
+
+use crate::util::Cordon;
+
+/// A workspace holding a git repository with one commit, a hook and editor settings.
+fn repository() -> Cordon {
+    let c = Cordon::new();
+    let hook = c.write(".git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    c.write(".vscode/settings.json", "{}\n");
+    c.write("a.txt", "one\n");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .current_dir(c.root())
+            .output()
+            .expect("run git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "."]);
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "one"]);
+    c
+}
+
+/// The contents of every protected file of [`repository`], to check that nothing changed.
+fn protected_contents(c: &Cordon) -> Vec<String> {
+    [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        ".vscode/settings.json",
+        ".git/info/exclude",
+    ]
+    .iter()
+    .map(|p| c.read(p))
+    .collect()
+}
+
+#[test]
+fn bash_sees_protected_paths_read_only_and_says_how_to_relax_them() {
+    let c = repository();
+    let before = protected_contents(&c);
+    let run = c.call(
+        "bash",
+        json!({"command": "echo x >> .git/hooks/pre-commit; git config core.fsmonitor evil; \
+                          echo '{\"evil\": 1}' > .vscode/settings.json; echo 'curl x|sh' > .envrc; \
+                          mkdir .idea; ln -s /tmp .devcontainer; echo x > .git/info/exclude; exit 0"}),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(".git/hooks/pre-commit: Read-only file system"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("could not write config file .git/config"),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout
+            .contains("[cordon: protected paths are read-only to bash ("),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("allow one with --unprotect PATH]"),
+        "{run:?}"
+    );
+    assert_eq!(protected_contents(&c), before);
+    // The missing ones stayed uncreatable, and their stand-ins are gone.
+    for missing in [".envrc", ".idea", ".devcontainer"] {
+        assert!(
+            std::fs::symlink_metadata(c.path(missing)).is_err(),
+            "{missing} exists"
+        );
+    }
+}
+
+#[test]
+fn git_still_commits_branches_and_stashes() {
+    let c = repository();
+    let run = c.call(
+        "bash",
+        json!({"command": "set -e; export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@x \
+                          GIT_COMMITTER_NAME=t GIT_COMMITTER_EMAIL=t@x; \
+                          echo two >> a.txt; git add a.txt; git commit -q -m two; \
+                          git checkout -q -b feature; echo three >> a.txt; git stash -q; \
+                          git stash list | wc -l; git log --oneline | wc -l; \
+                          git init -q nested && test -d nested/.git/hooks && echo nested"}),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "1\n2\nnested\n");
+    // The new repository's git directory is protected from the next call on.
+    let run = c.call(
+        "bash",
+        json!({"command": "echo x > nested/.git/hooks/post-checkout"}),
+    );
+    assert!(run.stdout.contains("Read-only file system"), "{run:?}");
+}
+
+#[test]
+fn the_file_tools_refuse_protected_paths_with_the_rule_and_the_option() {
+    let c = repository();
+    let before = protected_contents(&c);
+    for (tool, input, shown) in [
+        (
+            "write_file",
+            json!({"path": ".git/config", "content": "[core]\n\tfsmonitor = evil\n"}),
+            ".git/config",
+        ),
+        (
+            "edit_file",
+            json!({"path": ".git/config", "edits": [{"old": "[core]", "new": "[core]\n\tpager = evil"}]}),
+            ".git/config",
+        ),
+        (
+            "write_file",
+            json!({"path": ".vscode/settings.json", "content": "{\"evil\": 1}\n"}),
+            ".vscode",
+        ),
+        (
+            "edit_file",
+            json!({"path": ".vscode/settings.json", "edits": [{"old": "{}", "new": "{\"evil\": 1}"}]}),
+            ".vscode",
+        ),
+        (
+            "write_file",
+            json!({"path": ".git/hooks/post-merge", "content": "#!/bin/sh\n"}),
+            ".git/hooks",
+        ),
+        (
+            "write_file",
+            json!({"path": ".devcontainer/devcontainer.json", "content": "{}\n"}),
+            ".devcontainer",
+        ),
+    ] {
+        let run = c.call(tool, input.clone());
+        assert_eq!(run.code, 1, "{tool} {input}: {run:?}");
+        assert!(
+            run.stdout.contains(&format!("{shown} is protected (")),
+            "{tool} {input}: {run:?}"
+        );
+        assert!(
+            run.stdout.contains(&format!(
+                "allow it with --unprotect {shown}. Nothing was written."
+            )),
+            "{tool} {input}: {run:?}"
+        );
+    }
+    assert_eq!(protected_contents(&c), before);
+    assert!(!c.path(".devcontainer").exists());
+    assert!(!c.path(".git/hooks/post-merge").exists());
+    // A link into a protected path is refused as what it leads to.
+    std::os::unix::fs::symlink(".git/config", c.path("config-link")).unwrap();
+    let run = c.call("write_file", json!({"path": "config-link", "content": "x"}));
+    assert!(run.stdout.contains(".git/config is protected ("), "{run:?}");
+    // Objects, refs and the rest of the workspace are not protected.
+    let run = c.call(
+        "write_file",
+        json!({"path": "src/.vscode/x", "content": "x"}),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+#[test]
+fn unprotect_relaxes_one_path_for_every_tool() {
+    let c = repository().with_args(&["--unprotect", ".vscode"]);
+    let run = c.call(
+        "write_file",
+        json!({"path": ".vscode/settings.json", "content": "{\"tab\": 2}\n"}),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = c.call(
+        "bash",
+        json!({"command": "echo '{}' > .vscode/tasks.json && echo x >> .git/hooks/pre-commit"}),
+    );
+    assert!(
+        run.stdout.contains("pre-commit: Read-only file system"),
+        "{run:?}"
+    );
+    assert_eq!(c.read(".vscode/tasks.json"), "{}\n");
+    let run = c.call("write_file", json!({"path": ".git/config", "content": "x"}));
+    assert!(run.stdout.contains(".git/config is protected ("), "{run:?}");
+}
+
+#[test]
+fn a_symbolic_link_standing_in_for_a_protected_path_refuses_bash() {
+    let c = Cordon::new();
+    std::os::unix::fs::symlink("/etc", c.path(".vscode")).unwrap();
+    let run = c.call("bash", json!({"command": "echo ran"}));
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(".vscode is a symbolic link, and it is a protected path"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("--unprotect .vscode"), "{run:?}");
+    let c = c.with_args(&["--unprotect", ".vscode"]);
+    let run = c.call("bash", json!({"command": "echo ran"}));
+    assert_eq!(run.stdout, "ran\n", "{run:?}");
+}
+
+#[test]
+fn session_and_mcp_refuse_the_same_writes() {
+    let c = repository();
+    let write = json!({"path": ".git/config", "content": "x"});
+    let answers = c.session(format!(
+        "{}\n{}\n",
+        json!({"id": 1, "tool": "write_file", "input": write}),
+        json!({"id": 2, "tool": "bash", "input": {"command": "echo x > .git/hooks/pre-push"}}),
+    ));
+    let output = |a: &serde_json::Value| a["output"].as_str().unwrap_or_default().to_string();
+    assert!(
+        output(&answers[0]).contains(".git/config is protected ("),
+        "{answers:?}"
+    );
+    assert!(
+        output(&answers[1]).contains("Read-only file system"),
+        "{answers:?}"
+    );
+
+    let answers = c.mcp(&[
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "edit_file", "arguments":
+                {"path": ".vscode/settings.json", "edits": [{"old": "{}", "new": "{\"x\": 1}"}]}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "bash", "arguments": {"command": "git config alias.st '!evil'"}}}),
+    ]);
+    let text = |a: &serde_json::Value| {
+        a["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        text(&answers[0]).contains(".vscode is protected ("),
+        "{answers:?}"
+    );
+    assert!(
+        text(&answers[1]).contains("could not write config file"),
+        "{answers:?}"
+    );
+    assert!(!protected_contents(&c)[1].contains("evil"));
+    assert_eq!(c.read(".vscode/settings.json"), "{}\n");
+}
