@@ -78,6 +78,12 @@ pub struct Global {
     #[arg(long, value_name = "workspace|private|DIR", global = true)]
     pub bash_home: Option<String>,
 
+    /// Let bash commands use the user's toolchains found on this machine (rustup and cargo,
+    /// pyenv, nvm, Go, uv, pipx, ~/.local/bin): each read-only, on PATH, with its variables,
+    /// its download caches writable. `cordon --toolchains doctor` lists them.
+    #[arg(long, global = true)]
+    pub toolchains: bool,
+
     /// Let every tool write this protected path of the workspace (a git hook or config,
     /// .envrc, .vscode, ...) and what is below it; repeatable.
     #[arg(long, value_name = "PATH", global = true)]
@@ -150,6 +156,7 @@ impl Global {
             path: self.bash_path.clone(),
             unprotect: self.unprotect.clone(),
             home: self.bash_home.clone(),
+            toolchains: self.toolchains,
         };
         options.shell.network = self.bash_network;
         options.shell.memory_limit = Some(self.bash_memory << 20);

@@ -1,13 +1,20 @@
 //! `cordon doctor`: the receipt of the bash sandbox. It runs one confined command (`true`)
 //! under the options given, as a bash call would, and prints each layer of confinement that
-//! was in force, or why the sandbox could not be set up.
+//! was in force, or why the sandbox could not be set up; then the home of commands and the
+//! toolchains granted (`--toolchains`), with what each grants.
 
 use std::process::ExitCode;
 
 use cordon::shell::{self, Policy, Status};
+use cordon::toolchains::Toolchain;
 
 /// Runs the probe and prints its receipt: exit 0 when the command ran, 1 when it was refused.
-pub async fn run(policy: Policy, json: bool) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    policy: Policy,
+    toolchains: Vec<Toolchain>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let home = policy.home.clone();
     let done = tokio::task::spawn_blocking(move || shell::run(&policy, "true")).await?;
     let refusal = match &done.status {
         Status::Exited(0) => None,
@@ -21,6 +28,8 @@ pub async fn run(policy: Policy, json: bool) -> anyhow::Result<ExitCode> {
             "ran": refusal.is_none(),
             "refusal": refusal,
             "layers": done.layers,
+            "home": home,
+            "toolchains": toolchains,
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if let Some(why) = &refusal {
@@ -30,6 +39,30 @@ pub async fn run(policy: Policy, json: bool) -> anyhow::Result<ExitCode> {
         for layer in &done.layers {
             let state = layer.enforcement.as_str();
             println!("  {:<13} {state:<9} {}", layer.name, layer.detail);
+        }
+    }
+    if !json {
+        match &home {
+            Some(dir) => println!("home: {} (kept between calls)", dir.display()),
+            None => println!("home: empty at every call"),
+        }
+        if toolchains.is_empty() {
+            println!("toolchains: none granted (--toolchains finds them)");
+        }
+        for t in &toolchains {
+            let list = |paths: &[std::path::PathBuf]| {
+                let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                shown.join(", ")
+            };
+            println!("toolchain {}:", t.name);
+            for (what, paths) in [("read", &t.read), ("write", &t.write), ("PATH", &t.path)] {
+                if !paths.is_empty() {
+                    println!("  {what:<5} {}", list(paths));
+                }
+            }
+            for (name, value) in &t.env {
+                println!("  env   {name}={value}");
+            }
         }
     }
     Ok(if refusal.is_none() {

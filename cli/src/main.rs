@@ -46,7 +46,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // Only `cordon session` passes ACP tool calls on, whose content is an edit's whole texts.
     options.diffs = matches!(cli.command, Command::Session);
     if let Command::Doctor { json } = cli.command {
-        return doctor::run(options.shell, json).await;
+        let (options, _, toolchains) = cordon::runtime::settle(options)?;
+        return doctor::run(options.shell, toolchains, json).await;
     }
     let mut runtime = match &cli.command {
         // One call needs one plugin: skip starting the others.

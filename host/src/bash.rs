@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::config;
 use crate::shell::Policy;
+use crate::toolchains::{self, Toolchain};
 
 /// The `[bash]` table of cordon's config file; each list adds to its command-line option.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -31,6 +32,9 @@ pub struct Settings {
     pub unprotect: Vec<PathBuf>,
     /// The home of commands (`--bash-home`): `"workspace"`, `"private"` or a directory.
     pub home: Option<String>,
+    /// Grant the user's toolchains that are found (`--toolchains`, [`crate::toolchains`]).
+    #[serde(default)]
+    pub toolchains: bool,
 }
 
 /// Where a command's `HOME` comes from (`--bash-home`).
@@ -83,6 +87,29 @@ pub enum SettingsError {
     )]
     NoDataDir,
 }
+
+/// What of the user's home stays hidden from bash commands whatever the grants (an extra
+/// path of `~`, a workspace that is the home), unless a path is named exactly in `--bash-read`
+/// or `--bash-write`: keys, cloud and cluster credentials, browser profiles, keyrings.
+pub const HOME_SECRETS: [&str; 17] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".password-store",
+    ".local/share/keyrings",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    ".config/BraveSoftware",
+];
 
 /// Parts of a variable's name that mark it a secret: such a variable passes only when named
 /// exactly, never through a pattern.
@@ -213,29 +240,69 @@ pub fn git_identity() -> Vec<(String, String)> {
     vars
 }
 
-/// Applies `settings` to `policy` (whose workspace is canonical): the extra paths, `PATH`,
-/// the variables (the user's git identity first, so `--bash-env` can replace it), the
-/// protected paths relaxed, and the home, created when it is the workspace's and missing.
-pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<(), SettingsError> {
+/// Applies `settings` to `policy` (whose workspace is canonical): the toolchains found (when
+/// asked for), the extra paths, `PATH`, the variables (the user's git identity first, then the
+/// toolchains', so `--bash-env` can replace them), the protected paths relaxed, the user's
+/// secrets hidden, and the home, created when it is the workspace's and missing. Returns the
+/// toolchains granted.
+pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>, SettingsError> {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let toolchains = match (&home, settings.toolchains) {
+        (Some(home), true) => toolchains::detect(home, |name| std::env::var(name).ok()),
+        _ => Vec::new(),
+    };
+    let mut env = git_identity();
+    for toolchain in &toolchains {
+        policy.extra_read.extend(toolchain.read.iter().cloned());
+        // A cache the tool has not made yet is made now: a grant needs a directory.
+        let made = |dir: &&PathBuf| std::fs::create_dir_all(dir).is_ok();
+        policy
+            .extra_write
+            .extend(toolchain.write.iter().filter(made).cloned());
+        policy.path.extend(toolchain.path.iter().cloned());
+        env.extend(toolchain.env.iter().cloned());
+    }
     policy.extra_read.extend(settings.read.iter().cloned());
     policy.extra_read.extend(settings.path.iter().cloned());
     policy.extra_write.extend(settings.write.iter().cloned());
     policy.path.extend(settings.path.iter().cloned());
     policy.unprotect.extend(settings.unprotect.iter().cloned());
+    let named = |p: &PathBuf| settings.read.contains(p) || settings.write.contains(p);
+    policy.hidden = home
+        .iter()
+        .flat_map(|home| HOME_SECRETS.iter().map(|s| home.join(s)))
+        .filter(|p| !named(p))
+        .collect();
     let environment: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    let mut env = git_identity();
     for (name, value) in variables(&settings.env, &environment)? {
         env.retain(|(k, _)| *k != name);
         env.push((name, value));
     }
     policy.env = env;
-    let home = settings
-        .home
-        .as_deref()
-        .map_or(Home::Workspace, Home::parse);
-    set_home(policy, &home)
+    match settings.home.as_deref() {
+        Some(home) => set_home(policy, &Home::parse(home))?,
+        // The default: a home that cannot be made (no writable data directory) must not stop
+        // every tool, so commands get a private one, and the log says why.
+        None => set_home(policy, &Home::Workspace).or_else(|e| {
+            tracing::warn!("{e}; bash commands get an empty home at every call instead");
+            set_home(policy, &Home::Private)
+        })?,
+    }
+    Ok(toolchains)
+}
+
+/// Settles the bash settings of `options` (whose workspace is canonical): `config`'s `[bash]`
+/// table first, then the command line's, applied to [`crate::Options::shell`]. Returns the
+/// toolchains granted.
+pub fn settle(
+    options: &mut crate::Options,
+    config: &config::Config,
+) -> Result<Vec<Toolchain>, SettingsError> {
+    options.bash = config.bash.then(&options.bash);
+    options.shell.workspace = options.workspace.clone();
+    apply(&options.bash, &mut options.shell)
 }
 
 impl Settings {
@@ -250,6 +317,7 @@ impl Settings {
             path: join(&self.path, &more.path),
             unprotect: join(&self.unprotect, &more.unprotect),
             home: more.home.clone().or_else(|| self.home.clone()),
+            toolchains: self.toolchains || more.toolchains,
         }
     }
 }

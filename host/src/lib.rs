@@ -27,6 +27,7 @@ pub mod schema;
 pub mod session;
 pub mod spec;
 mod state;
+pub mod toolchains;
 mod workers;
 
 /// The confined shell behind the `shell` capability, re-exported so that an embedder needs

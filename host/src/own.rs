@@ -80,6 +80,7 @@ pub struct Own {
 enum Holder {
     Workspace,
     BashWrite,
+    BashHome,
     BashRead,
     System,
     Skills,
@@ -92,6 +93,7 @@ impl std::fmt::Display for Holder {
         match self {
             Holder::Workspace => f.write_str("bash and the edit tools may write (the workspace)"),
             Holder::BashWrite => f.write_str("bash may write (--bash-write)"),
+            Holder::BashHome => f.write_str("bash may write (its home, --bash-home)"),
             Holder::BashRead => f.write_str("bash may read (--bash-read)"),
             Holder::System => f.write_str("bash may read (a system directory)"),
             Holder::Skills => f.write_str("read_skill may read (--skills)"),
@@ -267,8 +269,8 @@ pub fn check(own: &[Own], options: &Options, specs: &[Spec]) -> Result<(), Expos
     Ok(())
 }
 
-/// Every directory a tool may write (the workspace, `--bash-write` paths, the write grants of
-/// third-party plugins), and every other one a tool may read (`--bash-read` paths, the system
+/// Every directory a tool may write (the workspace, `--bash-write` paths, the home of bash
+/// commands, the write grants of third-party plugins), and every other one a tool may read (`--bash-read` paths, the system
 /// directories bash reads, the skills directory, the read grants of third-party plugins).
 fn grants(options: &Options, specs: &[Spec]) -> (Vec<Grant>, Vec<Grant>) {
     let grant = |holder: Holder, path: &Path| Grant {
@@ -287,6 +289,7 @@ fn grants(options: &Options, specs: &[Spec]) -> (Vec<Grant>, Vec<Grant>) {
             .iter()
             .map(|p| grant(Holder::BashWrite, p)),
     );
+    writable.extend(shell.home.iter().map(|p| grant(Holder::BashHome, p)));
     readable.extend(shell.extra_read.iter().map(|p| grant(Holder::BashRead, p)));
     readable.extend(options.skills.iter().map(|p| grant(Holder::Skills, p)));
     for spec in specs {

@@ -21,6 +21,7 @@ use crate::plugin::{Answer, Plugin, Tool};
 use crate::schema::Problem;
 use crate::shell::protect::Guard;
 use crate::spec::{Source, Spec};
+use crate::toolchains::Toolchain;
 use crate::{Error, builtin, output};
 
 /// The most bytes a call's input may have; a larger one is refused before any plugin runs.
@@ -134,32 +135,8 @@ impl Runtime {
         }
     }
 
-    async fn start(mut options: Options, tool: Option<&str>) -> Result<Self, Error> {
-        options.workspace = options
-            .workspace
-            .canonicalize()
-            .and_then(require_dir)
-            .map_err(|source| Error::Workspace {
-                path: options.workspace.clone(),
-                source,
-            })?;
-        options.shell.workspace = options.workspace.clone();
-        if let Some(dir) = &options.skills {
-            let dir = dir
-                .canonicalize()
-                .and_then(require_dir)
-                .map_err(|source| Error::Skills {
-                    path: dir.clone(),
-                    source,
-                })?;
-            options.skills = Some(dir);
-        }
-        let config = match &options.config {
-            Some(path) => Config::read(path)?,
-            None => Config::default(),
-        };
-        options.bash = config.bash.then(&options.bash);
-        crate::bash::apply(&options.bash, &mut options.shell)?;
+    async fn start(options: Options, tool: Option<&str>) -> Result<Self, Error> {
+        let (options, config, _) = settle(options)?;
         let mut specs = builtin::specs(&options);
         for dir in &options.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &options, &config)?);
@@ -428,6 +405,37 @@ impl Runtime {
             sandbox,
         }
     }
+}
+
+/// `options` made ready to run, as a runtime's start does: the workspace and the skills
+/// directory canonical, cordon's config file read, the bash settings settled (the `[bash]`
+/// table, then the command line). Also returns the config and the toolchains granted to bash
+/// (`cordon doctor` shows them).
+pub fn settle(mut options: Options) -> Result<(Options, Config, Vec<Toolchain>), Error> {
+    options.workspace = options
+        .workspace
+        .canonicalize()
+        .and_then(require_dir)
+        .map_err(|source| Error::Workspace {
+            path: options.workspace.clone(),
+            source,
+        })?;
+    if let Some(dir) = &options.skills {
+        let dir = dir
+            .canonicalize()
+            .and_then(require_dir)
+            .map_err(|source| Error::Skills {
+                path: dir.clone(),
+                source,
+            })?;
+        options.skills = Some(dir);
+    }
+    let config = match &options.config {
+        Some(path) => Config::read(path)?,
+        None => Config::default(),
+    };
+    let toolchains = crate::bash::settle(&mut options, &config)?;
+    Ok((options, config, toolchains))
 }
 
 /// Checks that `input` is an object that fits the schema of `tool`.

@@ -82,7 +82,11 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
             Status::OutOfMemory(request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) >> 20)
         }
         Some(status) => status,
-        None => std::process::exit(1),
+        None => {
+            // Exiting skips the drops: the stand-ins go first.
+            drop(shield);
+            std::process::exit(1)
+        }
     };
     Ok(Report {
         status,

@@ -201,6 +201,9 @@ pub struct Policy {
     pub env: Vec<(String, String)>,
     /// Directories put before [`PATH`] in commands' `PATH`.
     pub path: Vec<PathBuf>,
+    /// Paths that stay out of sight even inside a granted tree (the user's keys and
+    /// credentials): an empty directory, or an empty file, stands over each that exists.
+    pub hidden: Vec<PathBuf>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
@@ -225,6 +228,7 @@ impl Policy {
             home: None,
             env: Vec::new(),
             path: Vec::new(),
+            hidden: Vec::new(),
             helper: PathBuf::from("/proc/self/exe"),
         }
     }

@@ -205,7 +205,7 @@ mod tests {
             "network": true, "unconfined": false, "timeout_ms": 1000,
             "memory_limit": 1u64 << 30, "max_processes": 7,
             "allow_missing": ["landlock", "seccomp"], "unprotect": [], "home": null,
-            "env": [], "path": [],
+            "env": [], "path": [], "hidden": [],
         }))
         .unwrap();
         let plan = crate::confine::prepare(&request).unwrap();

@@ -57,6 +57,7 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
         home: policy.home.as_deref().map(wire::to_bytes),
         env: policy.env.clone(),
         path: policy.path.iter().map(|p| wire::to_bytes(p)).collect(),
+        hidden: policy.hidden.iter().map(|p| wire::to_bytes(p)).collect(),
     };
     let request = request_file(&request).map_err(|e| format!("cannot pass the command on: {e}"))?;
     let (out_read, out_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;

@@ -45,6 +45,9 @@ pub(super) struct Sources {
     granted: Vec<(PathBuf, Entry)>,
     /// The home directory that lasts between calls, if the command has one.
     home: Option<OwnedFd>,
+    /// Paths inside granted trees that stay hidden: an empty read-only directory over each
+    /// directory, an empty device (`/dev/null`) over each file.
+    hidden: Vec<(PathBuf, Option<OwnedFd>)>,
 }
 
 impl Sources {
@@ -125,6 +128,23 @@ impl Sources {
             let entry = Entry::Tree(shared(&path, tree)?, Access::ReadOnly, dir);
             granted.push((path, entry));
         }
+        let mut hidden = Vec::new();
+        for path in request.hidden.iter().map(|p| wire::to_path(p)) {
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if !granted.iter().any(|(tree, _)| path.starts_with(tree)) {
+                continue;
+            }
+            let cover = match meta.is_dir() {
+                true => None,
+                false => {
+                    let null = Path::new("/dev/null");
+                    Some(ns::open_tree(null).map_err(|e| opening(null, e))?)
+                }
+            };
+            hidden.push((path, cover));
+        }
         let home = match &request.home {
             Some(dir) => {
                 let dir = wire::to_path(dir);
@@ -138,6 +158,7 @@ impl Sources {
             devices,
             granted,
             home,
+            hidden,
         })
     }
 }
@@ -175,6 +196,7 @@ pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
         devices,
         granted,
         home: kept_home,
+        hidden,
     } = sources;
     for (path, entry) in system {
         let target = at(&path);
@@ -248,6 +270,15 @@ pub(super) fn build(sources: Sources, memory: u64) -> Result<(), String> {
     for (path, entry) in granted {
         let target = at(&path);
         place(&target, entry).map_err(|e| fail("binding", &target, e))?;
+    }
+
+    for (path, cover) in hidden {
+        let target = at(&path);
+        match cover {
+            Some(null) => ns::attach(&null, &target, Access::Devices),
+            None => tmpfs(&target, "mode=0000,size=4k").and_then(|()| ns::read_only(&target)),
+        }
+        .map_err(|e| fail("hiding", &target, e))?;
     }
 
     ns::pivot_into(root).map_err(|e| fail("pivoting into", root, e))?;

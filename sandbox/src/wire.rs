@@ -32,6 +32,8 @@ pub(super) struct Request {
     pub env: Vec<(String, String)>,
     /// Directories put before the fixed `PATH`.
     pub path: Vec<Vec<u8>>,
+    /// Paths covered even inside a granted tree.
+    pub hidden: Vec<Vec<u8>>,
 }
 
 pub(super) fn to_bytes(path: &Path) -> Vec<u8> {

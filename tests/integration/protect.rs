@@ -205,14 +205,25 @@ fn a_symbolic_link_standing_in_for_a_protected_path_refuses_bash() {
     assert_eq!(run.stdout, "ran\n", "{run:?}");
 }
 
+/// The same protection, and the same toolchains, through `cordon session` and `cordon mcp`.
 #[test]
-fn session_and_mcp_refuse_the_same_writes() {
-    let c = repository();
-    let write = json!({"path": ".git/config", "content": "x"});
+fn session_and_mcp_refuse_the_same_writes_and_find_the_same_toolchains() {
+    let home = tempfile::tempdir().unwrap();
+    let cargo = home.path().join(".cargo/bin/cargo");
+    std::fs::create_dir_all(cargo.parent().unwrap()).unwrap();
+    std::fs::write(&cargo, "#!/bin/sh\necho cargo 1.95.0-fake\n").unwrap();
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let c = repository()
+        .with_args(&["--toolchains"])
+        .with_env("HOME", home.path())
+        .with_env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .with_env("CARGO_HOME", home.path().join(".cargo"))
+        .with_env("RUSTUP_HOME", home.path().join(".rustup"));
     let answers = c.session(format!(
-        "{}\n{}\n",
-        json!({"id": 1, "tool": "write_file", "input": write}),
-        json!({"id": 2, "tool": "bash", "input": {"command": "echo x > .git/hooks/pre-push"}}),
+        "{}\n{}\n{}\n",
+        json!({"tool": "write_file", "input": {"path": ".git/config", "content": "x"}}),
+        json!({"tool": "bash", "input": {"command": "echo x > .git/hooks/pre-push"}}),
+        json!({"tool": "bash", "input": {"command": "cargo --version"}}),
     ));
     let output = |a: &serde_json::Value| a["output"].as_str().unwrap_or_default().to_string();
     assert!(
@@ -223,18 +234,26 @@ fn session_and_mcp_refuse_the_same_writes() {
         output(&answers[1]).contains("Read-only file system"),
         "{answers:?}"
     );
+    assert_eq!(output(&answers[2]), "cargo 1.95.0-fake\n", "{answers:?}");
 
+    let call = |id: u32, name: &str, arguments: serde_json::Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}})
+    };
     let answers = c.mcp(&[
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "edit_file", "arguments":
-                {"path": ".vscode/settings.json", "edits": [{"old": "{}", "new": "{\"x\": 1}"}]}}}),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "bash", "arguments": {"command": "git config alias.st '!evil'"}}}),
+        call(
+            1,
+            "edit_file",
+            json!({"path": ".vscode/settings.json",
+            "edits": [{"old": "{}", "new": "{\"x\": 1}"}]}),
+        ),
+        call(2, "bash", json!({"command": "git config alias.st '!evil'"})),
+        call(3, "bash", json!({"command": "cargo --version"})),
     ]);
     let text = |a: &serde_json::Value| {
         a["result"]["content"][0]["text"]
             .as_str()
-            .unwrap()
+            .unwrap_or_default()
             .to_string()
     };
     assert!(
@@ -245,6 +264,7 @@ fn session_and_mcp_refuse_the_same_writes() {
         text(&answers[1]).contains("could not write config file"),
         "{answers:?}"
     );
+    assert_eq!(text(&answers[2]), "cargo 1.95.0-fake\n", "{answers:?}");
     assert!(!protected_contents(&c)[1].contains("evil"));
     assert_eq!(c.read(".vscode/settings.json"), "{}\n");
 }

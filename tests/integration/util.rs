@@ -11,6 +11,7 @@ pub struct Cordon {
     /// cordon's data directory (`XDG_DATA_HOME`), where the homes of bash commands are kept.
     data: TempDir,
     args: Vec<String>,
+    env: Vec<(String, PathBuf)>,
 }
 
 /// What one run of `cordon` printed and how it exited.
@@ -44,12 +45,19 @@ impl Cordon {
                 .tempdir()
                 .expect("create a temporary data directory"),
             args: Vec::new(),
+            env: Vec::new(),
         }
     }
 
     /// Adds global options (placed before the subcommand) to every run.
     pub fn with_args(mut self, args: &[&str]) -> Self {
         self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Sets an environment variable of every run.
+    pub fn with_env(mut self, name: &str, value: impl Into<PathBuf>) -> Self {
+        self.env.push((name.to_string(), value.into()));
         self
     }
 
@@ -91,6 +99,7 @@ impl Cordon {
             .arg("--workspace")
             .arg(self.dir.path())
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());
         cmd
     }

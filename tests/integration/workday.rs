@@ -175,3 +175,143 @@ fn commits_carry_the_users_git_identity() {
         "{out:?}"
     );
 }
+
+/// Makes `path` an executable script printing `line`.
+fn script(path: &std::path::Path, line: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("#!/bin/sh\necho {line}\n")).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// Fake toolchains laid out as rustup, pyenv and nvm lay them out in a home: found, on
+/// `PATH`, their variables set, caches writable, and nothing else of that home readable.
+#[test]
+fn toolchains_found_in_the_home_are_granted_and_nothing_else_of_it() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().canonicalize().unwrap();
+    std::fs::create_dir_all(h.join(".rustup/toolchains/stable-x86_64-unknown-linux-gnu/bin"))
+        .unwrap();
+    script(&h.join(".cargo/bin/cargo"), "cargo 1.95.0-fake");
+    std::fs::write(h.join(".cargo/credentials.toml"), "token = \"secret\"\n").unwrap();
+    script(&h.join(".pyenv/shims/python3"), "Python 3.12.1-fake");
+    script(&h.join(".nvm/versions/node/v20.11.1/bin/node"), "v20.11.1");
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::write(h.join(".ssh/id_ed25519"), "KEY\n").unwrap();
+    std::fs::write(h.join("notes.txt"), "private\n").unwrap();
+    let c = Cordon::new().with_args(&["--toolchains", "--bash-home", "private"]);
+    let run = |command: &str| {
+        let out = c
+            .command()
+            .env("HOME", &h)
+            .env("XDG_CONFIG_HOME", c.data_dir().join("config"))
+            .env_remove("CARGO_HOME")
+            .env_remove("RUSTUP_HOME")
+            .env_remove("PYENV_ROOT")
+            .env_remove("NVM_DIR")
+            .env_remove("GOPATH")
+            .args(["call", "bash", &json!({ "command": command }).to_string()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = run(
+        "cargo --version; python3; node; echo $CARGO_HOME $RUSTUP_HOME $PYENV_ROOT $NVM_DIR; \
+         echo cached > $CARGO_HOME/registry/index && cat $CARGO_HOME/registry/index; \
+         for f in $CARGO_HOME/credentials.toml ~/notes.txt; do cat $f 2>&1 | grep -c 'No such\\|denied'; done; \
+         (echo x > $CARGO_HOME/bin/evil) 2>&1 | grep -c 'Read-only'",
+    );
+    let home = h.display();
+    assert_eq!(
+        out,
+        format!(
+            "cargo 1.95.0-fake\nPython 3.12.1-fake\nv20.11.1\n\
+             {home}/.cargo {home}/.rustup {home}/.pyenv {home}/.nvm\ncached\n1\n1\n1\n"
+        )
+    );
+    let doctor = c
+        .command()
+        .env("HOME", &h)
+        .env("XDG_CONFIG_HOME", c.data_dir().join("config"))
+        .env_remove("CARGO_HOME")
+        .env_remove("RUSTUP_HOME")
+        .env_remove("PYENV_ROOT")
+        .env_remove("NVM_DIR")
+        .arg("doctor")
+        .output()
+        .unwrap();
+    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    for line in [
+        "toolchain rustup:".to_string(),
+        format!("  PATH  {home}/.cargo/bin"),
+        format!("  write {home}/.cargo/registry, {home}/.cargo/git"),
+        format!("  env   NVM_DIR={home}/.nvm"),
+        "home: empty at every call".to_string(),
+    ] {
+        assert!(doctor.contains(&line), "{line}:\n{doctor}");
+    }
+}
+
+/// The user's keys stay hidden even when the whole home is granted, unless named exactly.
+#[test]
+fn keys_and_credentials_stay_hidden_unless_named_exactly() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().canonicalize().unwrap();
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::write(h.join(".ssh/id_ed25519"), "KEY\n").unwrap();
+    std::fs::write(h.join(".netrc"), "machine x password y\n").unwrap();
+    std::fs::write(h.join("notes.txt"), "mine\n").unwrap();
+    let c = Cordon::new();
+    let run = |extra: &[&std::path::Path], command: &str| {
+        let mut cmd = c.command();
+        cmd.env("HOME", &h)
+            .env("XDG_CONFIG_HOME", c.data_dir().join("config"));
+        for path in extra {
+            cmd.arg("--bash-read").arg(path);
+        }
+        let out = cmd
+            .args(["call", "bash", &json!({ "command": command }).to_string()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let home = h.display();
+    let look = format!(
+        "cat {home}/notes.txt; cat {home}/.ssh/id_ed25519 2>&1 | grep -c denied; \
+         cat {home}/.netrc | wc -c"
+    );
+    assert_eq!(run(&[&h], &look), "mine\n1\n0\n");
+    assert_eq!(
+        run(
+            &[&h, &h.join(".ssh")],
+            &format!("cat {home}/.ssh/id_ed25519")
+        ),
+        "KEY\n"
+    );
+}
+
+/// This machine's own rustup installation builds a crate offline inside the sandbox.
+#[test]
+fn the_machines_rustup_builds_a_crate_offline() {
+    let Some(home) = std::env::var_os("HOME").map(std::path::PathBuf::from) else {
+        return;
+    };
+    let cargo_home = std::env::var_os("CARGO_HOME").map_or(home.join(".cargo"), Into::into);
+    if !cargo_home.join("bin/cargo").exists() {
+        eprintln!(
+            "no rustup installation under {}: nothing to build with",
+            home.display()
+        );
+        return;
+    }
+    let c = Cordon::new().with_args(&["--toolchains"]);
+    c.write(
+        "Cargo.toml",
+        "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    c.write("src/main.rs", "fn main() { println!(\"built\"); }\n");
+    let run = c.call(
+        "bash",
+        json!({"command": "cargo build --offline -q && ./target/debug/tiny"}),
+    );
+    assert_eq!(run.stdout, "built\n", "{run:?}");
+}
