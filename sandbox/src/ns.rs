@@ -67,17 +67,22 @@ fn check(result: libc::c_long) -> io::Result<libc::c_long> {
 /// A detached copy of the mount tree at `path` (submounts included), to attach elsewhere with
 /// [`attach`]. `path` is canonical: a symbolic link put in its place since is not followed.
 pub(super) fn open_tree(path: &Path) -> io::Result<OwnedFd> {
-    let path = cpath(path)?;
+    clone_tree(
+        libc::AT_FDCWD,
+        &cpath(path)?,
+        libc::AT_SYMLINK_NOFOLLOW as libc::c_uint,
+    )
+}
+
+/// `open_tree(2)` with `OPEN_TREE_CLONE | AT_RECURSIVE` and `flags`.
+fn clone_tree(dirfd: i32, path: &CStr, flags: libc::c_uint) -> io::Result<OwnedFd> {
     // SAFETY: a valid C string and flags; the result is checked.
     let fd = check(unsafe {
         libc::syscall(
             libc::SYS_open_tree,
-            libc::AT_FDCWD,
+            dirfd,
             path.as_ptr(),
-            OPEN_TREE_CLONE
-                | AT_RECURSIVE
-                | libc::AT_SYMLINK_NOFOLLOW as libc::c_uint
-                | libc::O_CLOEXEC as libc::c_uint,
+            OPEN_TREE_CLONE | AT_RECURSIVE | flags | libc::O_CLOEXEC as libc::c_uint,
         )
     })?;
     // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
@@ -122,20 +127,7 @@ pub(super) fn open_beneath(dir: &OwnedFd, rel: &Path) -> io::Result<OwnedFd> {
 
 /// A detached copy of the tree at the `O_PATH` descriptor `at` (see [`open_tree`]).
 pub(super) fn open_tree_of(at: &OwnedFd) -> io::Result<OwnedFd> {
-    // SAFETY: a valid descriptor and an empty C string; the result is checked.
-    let fd = check(unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            at.as_raw_fd(),
-            c"".as_ptr(),
-            OPEN_TREE_CLONE
-                | AT_RECURSIVE
-                | libc::AT_EMPTY_PATH as libc::c_uint
-                | libc::O_CLOEXEC as libc::c_uint,
-        )
-    })?;
-    // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    clone_tree(at.as_raw_fd(), c"", libc::AT_EMPTY_PATH as libc::c_uint)
 }
 
 fn set_attr(dirfd: i32, path: &CStr, flags: libc::c_uint, attr: &MountAttr) -> io::Result<()> {

@@ -125,30 +125,35 @@ impl Guard {
         found
     }
 
+    /// Scans `dir` and what is below it, unless it is a cache directory (below the root).
     fn scan_dir(&self, dir: &Path, found: &mut Vec<Protected>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
-        let mut subdirs = Vec::new();
+        let (mut here, mut subdirs) = (Vec::new(), Vec::new());
         for entry in entries.flatten() {
+            let name = entry.file_name();
+            // Its tag is one entry among the others: no extra look-up per directory.
+            if name == CACHE_TAG && dir != self.workspace {
+                return;
+            }
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            let path = entry.path();
-            if entry.file_name() == ".git" {
+            if name == ".git" {
                 if kind.is_dir() {
-                    for name in GIT_NAMES {
-                        self.push(found, path.join(name), Rule::Git(name));
+                    for git in GIT_NAMES {
+                        here.push((entry.path().join(git), Rule::Git(git)));
                     }
                 } else if kind.is_file() {
-                    self.push(found, path, Rule::GitLink);
+                    here.push((entry.path(), Rule::GitLink));
                 }
-            } else if kind.is_dir()
-                && !UNSCANNED.iter().any(|u| entry.file_name() == *u)
-                && !path.join(CACHE_TAG).exists()
-            {
-                subdirs.push(path);
+            } else if kind.is_dir() && !UNSCANNED.iter().any(|u| name == *u) {
+                subdirs.push(entry.path());
             }
+        }
+        for (path, rule) in here {
+            self.push(found, path, rule);
         }
         for sub in subdirs {
             self.scan_dir(&sub, found);

@@ -209,10 +209,7 @@ fn a_symbolic_link_standing_in_for_a_protected_path_refuses_bash() {
 #[test]
 fn session_and_mcp_refuse_the_same_writes_and_find_the_same_toolchains() {
     let home = tempfile::tempdir().unwrap();
-    let cargo = home.path().join(".cargo/bin/cargo");
-    std::fs::create_dir_all(cargo.parent().unwrap()).unwrap();
-    std::fs::write(&cargo, "#!/bin/sh\necho cargo 1.95.0-fake\n").unwrap();
-    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    crate::util::script(&home.path().join(".cargo/bin/cargo"), "cargo 1.95.0-fake");
     let c = repository()
         .with_args(&["--toolchains"])
         .with_env("HOME", home.path())

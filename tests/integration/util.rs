@@ -178,6 +178,14 @@ impl Cordon {
     }
 }
 
+/// Makes `path` (and its parents) an executable script that prints `line`: a stand-in for a
+/// tool such as `cargo`.
+pub fn script(path: &Path, line: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, format!("#!/bin/sh\necho {line}\n")).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
 /// The `cordon` binary under test: `$CORDON_TEST_BIN` when set (`.ci/run` runs the sandbox
 /// tests again as an unprivileged user, with a copy of the binary that user can reach), else
 /// the one cargo built.

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::util::Cordon;
+use crate::util::{Cordon, script};
 
 fn bash(c: &Cordon, command: &str) -> String {
     let run = c.call("bash", json!({ "command": command }));
@@ -106,10 +106,7 @@ fn secret_looking_variables_pass_only_when_named_exactly() {
 fn the_config_files_bash_table_sets_path_and_variables_and_a_planted_one_is_ignored() {
     let user = tempfile::tempdir().unwrap();
     let bin = user.path().join(".cargo/bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let cargo = bin.join("cargo");
-    std::fs::write(&cargo, "#!/bin/sh\necho cargo 1.95.0-fake\n").unwrap();
-    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    script(&bin.join("cargo"), "cargo 1.95.0-fake");
     std::fs::write(user.path().join("secret"), "no\n").unwrap();
     let config = user.path().join("config.toml");
     std::fs::write(
@@ -176,13 +173,6 @@ fn commits_carry_the_users_git_identity() {
     );
 }
 
-/// Makes `path` an executable script printing `line`.
-fn script(path: &std::path::Path, line: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, format!("#!/bin/sh\necho {line}\n")).unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-}
-
 /// Fake toolchains laid out as rustup, pyenv and nvm lay them out in a home: found, on
 /// `PATH`, their variables set, caches writable, and nothing else of that home readable.
 #[test]
@@ -198,48 +188,31 @@ fn toolchains_found_in_the_home_are_granted_and_nothing_else_of_it() {
     std::fs::create_dir_all(h.join(".ssh")).unwrap();
     std::fs::write(h.join(".ssh/id_ed25519"), "KEY\n").unwrap();
     std::fs::write(h.join("notes.txt"), "private\n").unwrap();
-    let c = Cordon::new().with_args(&["--toolchains", "--bash-home", "private"]);
-    let run = |command: &str| {
-        let out = c
-            .command()
-            .env("HOME", &h)
-            .env("XDG_CONFIG_HOME", c.data_dir().join("config"))
-            .env_remove("CARGO_HOME")
-            .env_remove("RUSTUP_HOME")
-            .env_remove("PYENV_ROOT")
-            .env_remove("NVM_DIR")
-            .env_remove("GOPATH")
-            .args(["call", "bash", &json!({ "command": command }).to_string()])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let out = run(
-        "cargo --version; python3; node; echo $CARGO_HOME $RUSTUP_HOME $PYENV_ROOT $NVM_DIR; \
+    let c = Cordon::new()
+        .with_args(&["--toolchains", "--bash-home", "private"])
+        .with_env("HOME", &h)
+        .with_env("CARGO_HOME", h.join(".cargo"))
+        .with_env("RUSTUP_HOME", h.join(".rustup"))
+        .with_env("PYENV_ROOT", h.join(".pyenv"))
+        .with_env("NVM_DIR", h.join(".nvm"))
+        .with_env("GOPATH", h.join("go"));
+    let c = c.with_env("XDG_CONFIG_HOME", h.join(".config"));
+    let run = c.call(
+        "bash",
+        json!({"command": "cargo --version; python3; node; echo $CARGO_HOME $RUSTUP_HOME $PYENV_ROOT $NVM_DIR; \
          echo cached > $CARGO_HOME/registry/index && cat $CARGO_HOME/registry/index; \
          for f in $CARGO_HOME/credentials.toml ~/notes.txt; do cat $f 2>&1 | grep -c 'No such\\|denied'; done; \
-         (echo x > $CARGO_HOME/bin/evil) 2>&1 | grep -c 'Read-only'",
+         (echo x > $CARGO_HOME/bin/evil) 2>&1 | grep -c 'Read-only'"}),
     );
     let home = h.display();
     assert_eq!(
-        out,
+        run.stdout,
         format!(
             "cargo 1.95.0-fake\nPython 3.12.1-fake\nv20.11.1\n\
              {home}/.cargo {home}/.rustup {home}/.pyenv {home}/.nvm\ncached\n1\n1\n1\n"
         )
     );
-    let doctor = c
-        .command()
-        .env("HOME", &h)
-        .env("XDG_CONFIG_HOME", c.data_dir().join("config"))
-        .env_remove("CARGO_HOME")
-        .env_remove("RUSTUP_HOME")
-        .env_remove("PYENV_ROOT")
-        .env_remove("NVM_DIR")
-        .arg("doctor")
-        .output()
-        .unwrap();
-    let doctor = String::from_utf8_lossy(&doctor.stdout);
+    let doctor = c.run(&["doctor"]).stdout;
     for line in [
         "toolchain rustup:".to_string(),
         format!("  PATH  {home}/.cargo/bin"),
