@@ -43,3 +43,40 @@ fn without_arguments_it_says_how_to_call_it() {
         "usage: embed WORKSPACE COMMAND\n"
     );
 }
+
+/// The library holds a program that embeds it to the same rules as the command line: the
+/// workspace's protected paths are read-only, and the `[bash]` table of the user's config file
+/// (here: `toolchains = true`) applies.
+#[test]
+fn an_embedding_program_gets_the_protected_paths_and_the_config_files_bash_table() {
+    let workspace = tempfile::tempdir().unwrap();
+    let hooks = workspace.path().join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let cargo = home.path().join(".cargo/bin/cargo");
+    std::fs::create_dir_all(cargo.parent().unwrap()).unwrap();
+    std::fs::write(&cargo, "#!/bin/sh\necho cargo 1.95.0-fake\n").unwrap();
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = home.path().join(".config/cordon");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("config.toml"), "[bash]\ntoolchains = true\n").unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_embed"))
+        .arg(workspace.path())
+        .arg("cargo --version; echo x > .git/hooks/pre-commit")
+        .env("HOME", home.path())
+        .env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .env("XDG_DATA_HOME", home.path().join(".local/share"))
+        .env("CARGO_HOME", home.path().join(".cargo"))
+        .env("RUSTUP_HOME", home.path().join(".rustup"))
+        .env("CORDON_CACHE_DIR", cache.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.starts_with("cargo 1.95.0-fake\n"), "{stdout}");
+    assert!(
+        stdout.contains(".git/hooks/pre-commit: Read-only file system"),
+        "{stdout}"
+    );
+    assert!(!hooks.join("pre-commit").exists());
+}
