@@ -15,21 +15,26 @@
 //! - Permissions: `allow` and `deny` work as everywhere. `ask` asks the user through MCP
 //!   elicitation (a form with the four answers); a client that cannot elicit (it did not
 //!   declare the capability, or it speaks a protocol version without server-to-client
-//!   requests) gets every such call refused: fail closed.
+//!   requests) gets every such call refused, with a text that says nobody could be asked:
+//!   fail closed.
+//! - `ping` is answered in both lifecycles ([`Pinged`]).
 //!
 //! Standard output carries nothing but protocol messages; logs go to standard error.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ElicitRequestParams, ElicitationAction, ElicitationSchema, ErrorCode,
-    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
+    ContentBlock, CustomRequest, CustomResult, ElicitRequestParams, ElicitationAction,
+    ElicitationSchema, ErrorCode, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerResult, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError,
+    Service,
 };
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
@@ -52,7 +57,7 @@ pub async fn serve(runtime: Runtime, options: &Options, mode: Mode) -> anyhow::R
     // When stdin and stdout are pipes (as MCP clients launch servers), read and write them on
     // the reactor instead of handing every message to a blocking thread and back: a fifth of
     // a small call's time (see the README, "Performance"). Anything else falls back to `stdio()`.
-    let service = match server.serve(rmcp::transport::stdio_pipes()).await {
+    let service = match Pinged(server).serve(rmcp::transport::stdio_pipes()).await {
         Ok(service) => service,
         // End of input before the handshake: nothing to serve, as `cordon session` on no input.
         Err(ServerInitializeError::ConnectionClosed(during)) => {
@@ -64,6 +69,40 @@ pub async fn serve(runtime: Runtime, options: &Options, mode: Mode) -> anyhow::R
     let reason = service.waiting().await?;
     tracing::debug!("MCP connection closed: {reason:?}");
     Ok(())
+}
+
+/// [`Server`] as the connection's service: rmcp answers `ping` only in the 2025-11-25
+/// lifecycle, and "method not found" once a 2026-07-28 session has made its first request;
+/// clients ping in both (fastmcp's `client.ping()`), and a server must always answer it.
+struct Pinged(Server);
+
+impl Service<RoleServer> for Pinged {
+    async fn handle_request(
+        &self,
+        request: ClientRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ServerResult, ErrorData> {
+        match request {
+            ClientRequest::PingRequest(_) => Ok(ServerResult::empty(())),
+            other => self.0.handle_request(other, context).await,
+        }
+    }
+
+    async fn handle_notification(
+        &self,
+        notification: ClientNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.0.handle_notification(notification, context).await
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        Service::get_info(&self.0)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Service::supported_protocol_versions(&self.0)
+    }
 }
 
 /// The MCP server of one connection.
@@ -288,13 +327,13 @@ impl Ask for Elicit {
                 "{}: refused, the MCP client cannot ask the user",
                 request.header
             );
-            return Answer::RejectOnce;
+            return Answer::Unasked;
         }
         let schema = match answer_schema(request) {
             Ok(schema) => schema,
             Err(e) => {
                 tracing::error!("cannot build the permission form ({e}); refusing the call");
-                return Answer::RejectOnce;
+                return Answer::Unasked;
             }
         };
         let mut message = format!("Allow this call?\n{}", request.header);
@@ -321,7 +360,7 @@ impl Ask for Elicit {
             Ok(_) => Answer::RejectOnce,
             Err(e) => {
                 tracing::warn!("{}: refused, asking the user failed: {e}", request.header);
-                Answer::RejectOnce
+                Answer::Unasked
             }
         }
     }

@@ -65,11 +65,11 @@ impl Ask for Io {
             "options": request.options,
         });
         if self.send(message).await.is_err() {
-            return Answer::RejectOnce;
+            return Answer::Unasked;
         }
         // Fail closed: anything but a valid answer refuses the call.
         let Ok(Some(line)) = self.next_line().await else {
-            return Answer::RejectOnce;
+            return Answer::Unasked;
         };
         let answer = line
             .as_deref()

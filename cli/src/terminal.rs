@@ -23,7 +23,7 @@ impl Ask for TerminalAsk {
                 tracing::warn!(
                     "cannot ask for permission on the terminal ({e}); refusing the call"
                 );
-                Answer::RejectOnce
+                Answer::Unasked
             }
         }
     }

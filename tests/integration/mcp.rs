@@ -218,6 +218,10 @@ fn the_official_python_client_lists_and_calls_every_tool() {
         "{discover:#}"
     );
     assert_eq!(completed(&out["discovered_read"]), "one\ntwo\n");
+    // `ping` is answered at any point, in both lifecycles.
+    for ping in ["ping", "discovered_ping", "discovered_ping_after"] {
+        assert!(out[ping]["result"].is_object(), "{ping}: {}", out[ping]);
+    }
 }
 
 #[test]
@@ -259,9 +263,11 @@ fn ask_permission_goes_through_elicitation_and_fails_closed_without_it() {
     assert_eq!(completed(&out["read"]), "one\ntwo\n");
 
     // A client without elicitation, or on a protocol without server-to-client requests:
-    // nobody can be asked, so the call is refused.
-    assert_eq!(failed(&out["no_elicitation"]), refused);
-    assert_eq!(failed(&out["discovered"]), refused);
+    // nobody can be asked, so the call is refused, and the text says nobody was asked.
+    let unasked = "[write_file refused: it needs the user's permission, and nobody could be \
+                   asked: nothing was written]";
+    assert_eq!(failed(&out["no_elicitation"]), unasked);
+    assert_eq!(failed(&out["discovered"]), unasked);
     for never in ["ask2.txt", "ask3.txt", "ask4.txt"] {
         assert!(!cordon.path(never).exists(), "{never} was written");
     }

@@ -47,6 +47,14 @@ async def raw_call(session, params):
         return error(e)
 
 
+async def ping(session):
+    """A ping as {"result": {}} or {"error": {code, message}}."""
+    try:
+        return {"result": dump(await session.send_ping())}
+    except MCPError as e:
+        return error(e)
+
+
 def server(config, *args):
     return StdioServerParameters(
         command=config["cordon"], args=[*config["args"], *args, "mcp"], env=config["env"]
@@ -62,6 +70,7 @@ async def tools(config):
             out["initialize"] = dump(await session.initialize())
             out["initialize_ms"] = round((time.monotonic() - start) * 1000, 1)
             out["tools"] = [dump(t) for t in (await session.list_tools()).tools]
+            out["ping"] = await ping(session)
             steps = [
                 ("read", "read_file", {"path": "a.txt"}),
                 ("write", "write_file", {"path": "sub/new.txt", "content": "alpha\nbeta\n"}),
@@ -89,7 +98,10 @@ async def tools(config):
     async with stdio_client(server(config)) as (read, write):
         async with ClientSession(read, write) as session:
             out["discover"] = dump(await session.discover())
+            out["discovered_ping"] = await ping(session)
+            await session.list_tools()
             out["discovered_read"] = await call(session, "read_file", {"path": "a.txt"})
+            out["discovered_ping_after"] = await ping(session)
     return out
 
 

@@ -488,7 +488,7 @@ fn ask_without_a_terminal_refuses_a_one_shot_call() {
     assert_eq!(run.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&run.stdout),
-        "[command rejected by the user]"
+        "[command refused: it needs the user's permission, and nobody could be asked]"
     );
     assert!(!cordon.path("ran").exists());
 }

@@ -45,6 +45,9 @@ pub enum Answer {
     AllowAlways,
     RejectOnce,
     RejectAlways,
+    /// Nobody could be asked (no terminal, a client that cannot ask, a protocol failure):
+    /// refused, and the refusal says so rather than that the user refused.
+    Unasked,
 }
 
 impl Answer {
@@ -85,7 +88,7 @@ pub struct PermissionRequest {
 
 /// Asks the user for permission: on a terminal, over a protocol, …
 pub trait Ask {
-    /// The user's answer. An asker that cannot reach the user answers [`Answer::RejectOnce`].
+    /// The user's answer. An asker that cannot reach the user answers [`Answer::Unasked`].
     fn ask(&mut self, request: &PermissionRequest) -> impl Future<Output = Answer>;
 }
 
@@ -95,7 +98,7 @@ pub struct NoAsk;
 
 impl Ask for NoAsk {
     async fn ask(&mut self, _: &PermissionRequest) -> Answer {
-        Answer::RejectOnce
+        Answer::Unasked
     }
 }
 
@@ -299,11 +302,12 @@ impl Session {
         if !kind.needs_permission() {
             return Ok(());
         }
-        let allowed = match self.mode {
-            Mode::Allow => true,
-            Mode::Deny => false,
+        let answer = match self.mode {
+            Mode::Allow => Answer::AllowOnce,
+            Mode::Deny => Answer::RejectOnce,
             Mode::Ask => match self.always.get(&declaration.name) {
-                Some(&always) => always,
+                Some(true) => Answer::AllowOnce,
+                Some(false) => Answer::RejectOnce,
                 None => {
                     // Show the user exactly what would change: compute it without writing.
                     let dry = if kind == Kind::Execute {
@@ -336,24 +340,38 @@ impl Session {
                         self.always
                             .insert(declaration.name.clone(), answer.allows());
                     }
-                    answer.allows()
+                    answer
                 }
             },
         };
-        if allowed {
+        if answer.allows() {
             Ok(())
         } else {
-            Err(CallOutcome::failure(refusal(kind, &declaration.name)))
+            Err(CallOutcome::failure(refusal(
+                kind,
+                &declaration.name,
+                answer,
+            )))
         }
     }
 }
 
-/// The exact text of a refused call: the reference fixes it for commands.
-fn refusal(kind: Kind, tool: &str) -> String {
-    match kind {
-        Kind::Execute => "[command rejected by the user]".to_string(),
-        Kind::Edit => format!("[{tool} rejected by the user: nothing was written]"),
-        _ => format!("[{tool} rejected by the user: nothing was changed]"),
+/// The exact text of a refused call: the reference fixes it for commands the user rejected.
+fn refusal(kind: Kind, tool: &str, answer: Answer) -> String {
+    let nothing = match kind {
+        Kind::Edit => "nothing was written",
+        _ => "nothing was changed",
+    };
+    match (answer, kind) {
+        (Answer::Unasked, Kind::Execute) => {
+            "[command refused: it needs the user's permission, and nobody could be asked]"
+                .to_string()
+        }
+        (Answer::Unasked, _) => format!(
+            "[{tool} refused: it needs the user's permission, and nobody could be asked: {nothing}]"
+        ),
+        (_, Kind::Execute) => "[command rejected by the user]".to_string(),
+        _ => format!("[{tool} rejected by the user: {nothing}]"),
     }
 }
 
