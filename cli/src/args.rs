@@ -149,7 +149,7 @@ impl Global {
         options.skills = self.skills.clone();
         options.shell.timeout = Duration::from_secs(self.timeout);
         options.shell.unconfined = self.unconfined_bash;
-        options.bash = cordon::bash::Settings {
+        options.bash = cordon::config::BashSettings {
             read: self.bash_read.clone(),
             write: self.bash_write.clone(),
             env: self.bash_env.clone(),

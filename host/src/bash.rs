@@ -5,37 +5,9 @@
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
-
-use crate::config;
+use crate::config::{self, BashSettings as Settings};
 use crate::shell::Policy;
 use crate::toolchains::{self, Toolchain};
-
-/// The `[bash]` table of cordon's config file; each list adds to its command-line option.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Settings {
-    /// More paths commands may read (`--bash-read`).
-    #[serde(default)]
-    pub read: Vec<PathBuf>,
-    /// More paths commands may write (`--bash-write`).
-    #[serde(default)]
-    pub write: Vec<PathBuf>,
-    /// Variables passed through or set (`--bash-env`).
-    #[serde(default)]
-    pub env: Vec<String>,
-    /// Directories put before `PATH`, readable too (`--bash-path`).
-    #[serde(default)]
-    pub path: Vec<PathBuf>,
-    /// Protected paths relaxed (`--unprotect`).
-    #[serde(default)]
-    pub unprotect: Vec<PathBuf>,
-    /// The home of commands (`--bash-home`): `"workspace"`, `"private"` or a directory.
-    pub home: Option<String>,
-    /// Grant the user's toolchains that are found (`--toolchains`, [`crate::toolchains`]).
-    #[serde(default)]
-    pub toolchains: bool,
-}
 
 /// Where a command's `HOME` comes from (`--bash-home`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -303,23 +275,6 @@ pub fn settle(
     options.bash = config.bash.then(&options.bash);
     options.shell.workspace = options.workspace.clone();
     apply(&options.bash, &mut options.shell)
-}
-
-impl Settings {
-    /// These settings after `more` (the command line's after the config file's): lists
-    /// joined, `more`'s home chosen when it has one.
-    pub fn then(&self, more: &Settings) -> Settings {
-        let join = |a: &[PathBuf], b: &[PathBuf]| [a, b].concat();
-        Settings {
-            read: join(&self.read, &more.read),
-            write: join(&self.write, &more.write),
-            env: [self.env.as_slice(), &more.env].concat(),
-            path: join(&self.path, &more.path),
-            unprotect: join(&self.unprotect, &more.unprotect),
-            home: more.home.clone().or_else(|| self.home.clone()),
-            toolchains: self.toolchains || more.toolchains,
-        }
-    }
 }
 
 /// Applies the home choice to `policy` (whose workspace is canonical), creating the

@@ -25,7 +25,50 @@ pub struct Config {
     pub plugins: BTreeMap<String, Consent>,
     /// The `[bash]` table: more for bash commands than the sandbox's defaults.
     #[serde(default)]
-    pub bash: crate::bash::Settings,
+    pub bash: BashSettings,
+}
+
+/// The `[bash]` table of cordon's config file; each list adds to its command-line option.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BashSettings {
+    /// More paths commands may read (`--bash-read`).
+    #[serde(default)]
+    pub read: Vec<PathBuf>,
+    /// More paths commands may write (`--bash-write`).
+    #[serde(default)]
+    pub write: Vec<PathBuf>,
+    /// Variables passed through or set (`--bash-env`).
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// Directories put before `PATH`, readable too (`--bash-path`).
+    #[serde(default)]
+    pub path: Vec<PathBuf>,
+    /// Protected paths relaxed (`--unprotect`).
+    #[serde(default)]
+    pub unprotect: Vec<PathBuf>,
+    /// The home of commands (`--bash-home`): `"workspace"`, `"private"` or a directory.
+    pub home: Option<String>,
+    /// Grant the user's toolchains that are found (`--toolchains`, [`crate::toolchains`]).
+    #[serde(default)]
+    pub toolchains: bool,
+}
+
+impl BashSettings {
+    /// These settings after `more` (the command line's after the config file's): lists
+    /// joined, `more`'s home chosen when it has one.
+    pub fn then(&self, more: &BashSettings) -> BashSettings {
+        let join = |a: &[PathBuf], b: &[PathBuf]| [a, b].concat();
+        BashSettings {
+            read: join(&self.read, &more.read),
+            write: join(&self.write, &more.write),
+            env: [self.env.as_slice(), &more.env].concat(),
+            path: join(&self.path, &more.path),
+            unprotect: join(&self.unprotect, &more.unprotect),
+            home: more.home.clone().or_else(|| self.home.clone()),
+            toolchains: self.toolchains || more.toolchains,
+        }
+    }
 }
 
 /// `[plugins.NAME]`: what the user allows one plugin beyond the defaults.

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::{bash, config, shell};
+use crate::{config, shell};
 
 /// How the runtime is set up.
 #[derive(Clone, Debug)]
@@ -22,7 +22,7 @@ pub struct Options {
     /// command line gives it; at start the config file's `[bash]` table comes first and the
     /// result is applied to [`Options::shell`]. Its `unprotect` relaxes the protected paths
     /// for every tool.
-    pub bash: bash::Settings,
+    pub bash: config::BashSettings,
     /// Where compiled components are cached; none: compile at every start.
     pub cache_dir: Option<PathBuf>,
     /// The key file that authenticates the cached components (created when missing); none:
@@ -50,7 +50,7 @@ impl Options {
         let workspace = workspace.into();
         Options {
             shell: shell::Policy::new(workspace.clone()),
-            bash: bash::Settings::default(),
+            bash: config::BashSettings::default(),
             workspace,
             max_output: DEFAULT_MAX_OUTPUT,
             edit_tools: true,
