@@ -221,6 +221,8 @@ fn sigkill_of_cordon_leaves_no_process_cgroup_or_mount() {
         assert!(Instant::now() < until, "the command did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The stand-in of a missing protected path is there during the call...
+    assert!(c.path(".envrc").is_dir());
     cordon.kill().unwrap();
     cordon.wait().unwrap();
     let left = wait_until_gone(&mark, Duration::from_secs(5));
@@ -233,6 +235,8 @@ fn sigkill_of_cordon_leaves_no_process_cgroup_or_mount() {
         !Path::new(&format!("/proc/{helper}")).exists(),
         "the helper lives on"
     );
+    // ...and gone with the helper.
+    assert!(!c.path(".envrc").exists(), "a stand-in was left behind");
     for dir in cgroups_of(helper) {
         assert!(!dir.exists(), "{} was left behind", dir.display());
     }
