@@ -6,7 +6,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, BashSettings as Settings};
-use crate::shell::Policy;
+use crate::shell::{Policy, RESERVED};
 use crate::toolchains::{self, Toolchain};
 
 /// Where a command's `HOME` comes from (`--bash-home`).
@@ -115,7 +115,7 @@ pub fn variables(
         if !valid {
             return Err(SettingsError::Name(spec.clone()));
         }
-        if !pattern && ["PATH", "HOME", "TMPDIR"].contains(&stem) {
+        if !pattern && RESERVED.contains(&stem) {
             return Err(SettingsError::Reserved(spec.clone()));
         }
         match (value, pattern) {
@@ -127,7 +127,7 @@ pub fn variables(
             }
             (None, true) => {
                 for (k, v) in environment {
-                    let reserved = ["PATH", "HOME", "TMPDIR"].contains(&k.as_str());
+                    let reserved = RESERVED.contains(&k.as_str());
                     if k.starts_with(stem) && !reserved && !looks_secret(k) {
                         set(k, v);
                     }
@@ -201,15 +201,13 @@ pub fn git_identity() -> Vec<(String, String)> {
             }
         }
     }
-    let mut vars = Vec::new();
-    for (who, value) in [("NAME", name), ("EMAIL", email)] {
-        for role in ["AUTHOR", "COMMITTER"] {
-            if let Some(value) = value.clone().filter(|v| !v.is_empty()) {
-                vars.push((format!("GIT_{role}_{who}"), value));
-            }
-        }
-    }
-    vars
+    [("NAME", name), ("EMAIL", email)]
+        .into_iter()
+        .filter_map(|(who, value)| Some((who, value.filter(|v| !v.is_empty())?)))
+        .flat_map(|(who, value)| {
+            ["AUTHOR", "COMMITTER"].map(|role| (format!("GIT_{role}_{who}"), value.clone()))
+        })
+        .collect()
 }
 
 /// Applies `settings` to `policy` (whose workspace is canonical): the toolchains found (when

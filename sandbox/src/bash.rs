@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::wire::Request;
-use super::{ENVIRONMENT, PATH};
+use super::{ENVIRONMENT, PATH, RESERVED};
 
 /// bash, ready to exec.
 pub(super) struct Bash {
@@ -159,16 +159,15 @@ fn environment(request: &Request, home: &Path, tmp: &Path) -> Result<Vec<CString
         ("TERM", OsStr::new("dumb")),
     ];
     debug_assert!(fixed.iter().map(|(k, _)| *k).eq(ENVIRONMENT));
-    let kept = ["PATH", "HOME", "TMPDIR"];
     let mut values: Vec<(&str, &OsStr)> = fixed
         .into_iter()
-        .filter(|(k, _)| kept.contains(k) || !request.env.iter().any(|(name, _)| name == k))
+        .filter(|(k, _)| RESERVED.contains(k) || !request.env.iter().any(|(name, _)| name == k))
         .collect();
     values.extend(
         request
             .env
             .iter()
-            .filter(|(k, _)| !kept.contains(&k.as_str()))
+            .filter(|(k, _)| !RESERVED.contains(&k.as_str()))
             .map(|(k, v)| (k.as_str(), OsStr::new(v))),
     );
     values

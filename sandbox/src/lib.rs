@@ -148,6 +148,10 @@ pub const HOME: &str = "/home/cordon";
 /// created for the call and removed after it.
 pub const ENVIRONMENT: [&str; 6] = ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM"];
 
+/// The variables of [`ENVIRONMENT`] that [`Policy::env`] cannot replace: the sandbox sets
+/// them ([`Policy::path`] extends `PATH`, [`Policy::home`] chooses `HOME`).
+pub const RESERVED: [&str; 3] = ["PATH", "HOME", "TMPDIR"];
+
 /// System directories a confined command may read and execute from (those that exist).
 pub const READ_ROOTS: [&str; 8] = [
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",

@@ -86,11 +86,10 @@ impl Rule {
             Rule::Git(_) => "git's info directory changes what git runs and shows",
             Rule::GitLink => "a .git file points git at another git directory",
             Rule::Root(".envrc") => "direnv runs it when you enter the directory",
-            Rule::Root(name) if name.starts_with(".bash") || name.starts_with(".z") => {
-                "your shell runs it when it starts"
+            Rule::Root(".vscode" | ".idea" | ".devcontainer") => {
+                "your editor runs the tasks and settings it holds"
             }
-            Rule::Root(".profile") => "your shell runs it when it starts",
-            Rule::Root(_) => "your editor runs the tasks and settings it holds",
+            Rule::Root(_) => "your shell runs it when it starts",
         }
     }
 }
