@@ -89,9 +89,21 @@ pub struct Global {
     #[arg(long, value_name = "PATH", global = true)]
     pub unprotect: Vec<PathBuf>,
 
-    /// Let bash commands use the network.
+    /// Let bash commands use the whole network: every address and port, the host's own
+    /// services and the cloud metadata address included. --allow-domain is the narrow way.
     #[arg(long, global = true)]
     pub bash_network: bool,
+
+    /// Let bash commands reach this host through cordon's proxy: a name (pypi.org), a wildcard
+    /// of subdomains (*.githubusercontent.com, not the name itself) or an address, optionally
+    /// with :PORT (default: 80 and 443); repeatable. Every other connection is refused.
+    #[arg(long, value_name = "PATTERN", global = true)]
+    pub allow_domain: Vec<String>,
+
+    /// Have cordon's proxy connect to ADDRESS for NAME instead of resolving it (as
+    /// /etc/hosts would), even when ADDRESS is a loopback or private one; repeatable.
+    #[arg(long, value_name = "NAME=ADDRESS", global = true)]
+    pub add_host: Vec<String>,
 
     /// The memory limit of a bash command's whole process tree, in MiB (a memory cgroup;
     /// where cordon cannot create one, each process's address-space limit instead).
@@ -158,7 +170,13 @@ impl Global {
             home: self.bash_home.clone(),
             toolchains: self.toolchains,
         };
-        options.shell.network = self.bash_network;
+        options.network = cordon::config::NetworkSettings {
+            allow: self.allow_domain.clone(),
+            hosts: self.add_host.clone(),
+        };
+        if self.bash_network {
+            options.shell.network = cordon::shell::Network::Open;
+        }
         options.shell.memory_limit = Some(self.bash_memory << 20);
         options.shell.max_processes = self.bash_max_processes;
         options.shell.allow_missing = self.sandbox_allow_missing.clone();

@@ -48,7 +48,7 @@ use cordon::{CallError, Options, Runtime};
 /// Serves one MCP connection on standard input and output, until the client closes it.
 pub async fn serve(runtime: Runtime, options: &Options, mode: Mode) -> anyhow::Result<()> {
     let server = Server {
-        tools: tools(&runtime, options.shell.network),
+        tools: tools(&runtime, *runtime.network() != cordon::shell::Network::Off),
         instructions: instructions(&runtime, options, mode),
         mode,
         runtime,

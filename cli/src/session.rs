@@ -138,7 +138,10 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
                     "output": finished.outcome.output,
                 });
                 if !finished.outcome.sandbox.is_empty() {
-                    response["sandbox"] = receipt(&finished.outcome.sandbox);
+                    let mut sandbox = receipt(&finished.outcome.sandbox);
+                    let blocked = finished.outcome.blocked.iter();
+                    sandbox["blocked"] = blocked.map(|b| b.target.clone()).collect();
+                    response["sandbox"] = sandbox;
                 }
                 response
             }

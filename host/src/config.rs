@@ -1,5 +1,5 @@
 //! The user's side of cordon: where its files live, and its config file (the consent given to
-//! third-party plugins, and the `[bash]` settings).
+//! third-party plugins, the `[bash]` and `[network]` settings).
 //!
 //! Everything here is the user's, never a tool's or a workspace's: the config is read only
 //! from cordon's config directory or `--config`, and [`crate::own`] refuses to start when a tool
@@ -26,6 +26,31 @@ pub struct Config {
     /// The `[bash]` table: more for bash commands than the sandbox's defaults.
     #[serde(default)]
     pub bash: BashSettings,
+    /// The `[network]` table: the hosts bash commands may reach.
+    #[serde(default)]
+    pub network: NetworkSettings,
+}
+
+/// The `[network]` table of cordon's config file; each list adds to its command-line option.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSettings {
+    /// Host patterns commands may reach through cordon's proxy (`--allow-domain`).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// `NAME=ADDRESS` mappings the proxy uses instead of a resolver (`--add-host`).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+}
+
+impl NetworkSettings {
+    /// These settings after `more` (the command line's after the config file's).
+    pub fn then(&self, more: &NetworkSettings) -> NetworkSettings {
+        NetworkSettings {
+            allow: [self.allow.as_slice(), &more.allow].concat(),
+            hosts: [self.hosts.as_slice(), &more.hosts].concat(),
+        }
+    }
 }
 
 /// The `[bash]` table of cordon's config file; each list adds to its command-line option.

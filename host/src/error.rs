@@ -30,6 +30,8 @@ pub enum Error {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Bash(#[from] crate::bash::SettingsError),
+    #[error(transparent)]
+    Network(#[from] crate::network::NetworkError),
     #[error(
         "cannot read the plugin directory {}: {source}. Pass an existing directory with --plugins",
         path.display()

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod error;
 pub mod grants;
 pub mod manifest;
+pub mod network;
 pub mod options;
 pub mod output;
 pub mod own;

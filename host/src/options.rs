@@ -23,6 +23,10 @@ pub struct Options {
     /// result is applied to [`Options::shell`]. Its `unprotect` relaxes the protected paths
     /// for every tool.
     pub bash: config::BashSettings,
+    /// The hosts bash commands may reach, as the command line gives them; at start the config
+    /// file's `[network]` table comes first and the result sets [`Options::shell`]'s network
+    /// (unless that is already the whole network).
+    pub network: config::NetworkSettings,
     /// Where compiled components are cached; none: compile at every start.
     pub cache_dir: Option<PathBuf>,
     /// The key file that authenticates the cached components (created when missing); none:
@@ -51,6 +55,7 @@ impl Options {
         Options {
             shell: shell::Policy::new(workspace.clone()),
             bash: config::BashSettings::default(),
+            network: config::NetworkSettings::default(),
             workspace,
             max_output: DEFAULT_MAX_OUTPUT,
             edit_tools: true,

@@ -197,6 +197,8 @@ pub struct Answer {
     pub outcome: Outcome,
     /// The layers of confinement of the last shell command the call ran (empty when none).
     pub sandbox: Vec<crate::shell::Layer>,
+    /// The connections the proxy refused to the shell commands of the call.
+    pub blocked: Vec<crate::shell::Blocked>,
 }
 
 impl Core {
@@ -219,6 +221,7 @@ impl Core {
             Ok(Ok(outcome)) => Ok(Answer {
                 outcome,
                 sandbox: std::mem::take(&mut store.data_mut().sandbox),
+                blocked: std::mem::take(&mut store.data_mut().blocked),
             }),
             Err(_) => Err(self.over_time()),
             Ok(Err(e)) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {

@@ -43,6 +43,9 @@ pub struct CallOutcome {
     pub diff: Option<Diff>,
     /// The layers of confinement of the shell command it ran, if it ran one.
     pub sandbox: Vec<crate::shell::Layer>,
+    /// The connections cordon's proxy refused to that command (`host:port` and the line its
+    /// output ends with).
+    pub blocked: Vec<crate::shell::Blocked>,
 }
 
 impl CallOutcome {
@@ -54,6 +57,7 @@ impl CallOutcome {
             locations: Vec::new(),
             diff: None,
             sandbox: Vec::new(),
+            blocked: Vec::new(),
         }
     }
 }
@@ -285,6 +289,12 @@ impl Runtime {
         &self.workspace
     }
 
+    /// What bash commands may reach on the network, as settled at start (the config's
+    /// `[network]` table included).
+    pub fn network(&self) -> &crate::shell::Network {
+        &self.options.shell.network
+    }
+
     /// The loaded plugins.
     pub fn plugins(&self) -> &[Plugin] {
         &self.plugins
@@ -391,7 +401,11 @@ impl Runtime {
     }
 
     fn finish(&self, answer: Answer) -> CallOutcome {
-        let Answer { outcome, sandbox } = answer;
+        let Answer {
+            outcome,
+            sandbox,
+            blocked,
+        } = answer;
         CallOutcome {
             output: output::finish(
                 &outcome.output,
@@ -403,6 +417,7 @@ impl Runtime {
             locations: outcome.locations,
             diff: outcome.diff,
             sandbox,
+            blocked,
         }
     }
 }
@@ -435,6 +450,7 @@ pub fn settle(mut options: Options) -> Result<(Options, Config, Vec<Toolchain>),
         None => Config::default(),
     };
     let toolchains = crate::bash::settle(&mut options, &config)?;
+    crate::network::settle(&mut options, &config)?;
     Ok((options, config, toolchains))
 }
 

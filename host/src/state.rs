@@ -34,6 +34,8 @@ pub(crate) struct State {
     pub(crate) dry_run: bool,
     /// The layers of confinement of the last shell command the plugin ran.
     pub(crate) sandbox: Vec<crate::shell::Layer>,
+    /// The connections the proxy refused to the plugin's shell commands.
+    pub(crate) blocked: Vec<crate::shell::Blocked>,
 }
 
 impl State {
@@ -79,6 +81,7 @@ impl State {
             stdio,
             dry_run,
             sandbox: Vec::new(),
+            blocked: Vec::new(),
         })
     }
 }

@@ -7,8 +7,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use super::proxy;
 use super::wire::Request;
-use super::{ENVIRONMENT, PATH, RESERVED};
+use super::{ENVIRONMENT, Network, PATH, RESERVED};
 
 /// bash, ready to exec.
 pub(super) struct Bash {
@@ -141,8 +142,9 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The command's whole environment (see [`ENVIRONMENT`]): the fixed variables, `PATH`
-/// after the request's own directories, then the request's variables (which cannot replace
-/// `PATH`, `HOME` or `TMPDIR`).
+/// after the request's own directories, the proxy's variables when the command has an
+/// allowlist, then the request's variables (which cannot replace `PATH`, `HOME`, `TMPDIR` or
+/// the proxy's).
 fn environment(request: &Request, home: &Path, tmp: &Path) -> Result<Vec<CString>, String> {
     let mut path = Vec::new();
     for dir in &request.path {
@@ -159,15 +161,21 @@ fn environment(request: &Request, home: &Path, tmp: &Path) -> Result<Vec<CString
         ("TERM", OsStr::new("dumb")),
     ];
     debug_assert!(fixed.iter().map(|(k, _)| *k).eq(ENVIRONMENT));
+    let proxy: &[(&str, &str)] = match request.network {
+        Network::Allow(_) => &proxy::VARIABLES,
+        _ => &[],
+    };
+    let reserved = |k: &str| RESERVED.contains(&k) || proxy.iter().any(|(p, _)| *p == k);
     let mut values: Vec<(&str, &OsStr)> = fixed
         .into_iter()
         .filter(|(k, _)| RESERVED.contains(k) || !request.env.iter().any(|(name, _)| name == k))
+        .chain(proxy.iter().map(|(k, v)| (*k, OsStr::new(v))))
         .collect();
     values.extend(
         request
             .env
             .iter()
-            .filter(|(k, _)| !RESERVED.contains(&k.as_str()))
+            .filter(|(k, _)| !reserved(k))
             .map(|(k, v)| (k.as_str(), OsStr::new(v))),
     );
     values

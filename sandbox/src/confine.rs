@@ -17,6 +17,7 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
+use super::Network;
 use super::view::DEVICES;
 use super::wire::{self, Request};
 use super::{HOME, READ_ROOTS, SECRET_PATHS};
@@ -64,7 +65,7 @@ pub(super) fn prepare(request: &Request) -> Result<Plan, String> {
         Err(why) => Err(missing("landlock", why)?),
     };
     let allow_unix = matches!(landlock, Ok((_, ABI::V9)));
-    let seccomp = match seccomp(request.network, allow_unix) {
+    let seccomp = match seccomp(&request.network, allow_unix) {
         Ok(filters) => Ok(filters),
         Err(why) => Err(missing("seccomp", why)?),
     };
@@ -188,7 +189,9 @@ fn ruleset(request: &Request, abi: ABI) -> Result<RulesetCreated, String> {
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)
         .map_err(landlock)?;
-    if !request.network {
+    // With an allowlist the namespace's loopback is the command's (its own servers, the proxy):
+    // nothing else exists there to connect to.
+    if request.network == Network::Off {
         // No rule for any port: TCP bind and connect are denied.
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
@@ -404,7 +407,7 @@ const NAMESPACE_FLAGS: [libc::c_int; 7] = [
 ];
 
 /// The seccomp programs to install, in order.
-fn seccomp(network: bool, allow_unix: bool) -> Result<Vec<BpfProgram>, String> {
+fn seccomp(network: &Network, allow_unix: bool) -> Result<Vec<BpfProgram>, String> {
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|_| {
         format!(
             "cordon has no seccomp filter for the {} architecture",
@@ -447,18 +450,27 @@ fn seccomp(network: bool, allow_unix: bool) -> Result<Vec<BpfProgram>, String> {
         }
         denied.insert(nr, rules);
     }
-    if !network {
-        let socket = if allow_unix {
-            let not_unix = SeccompCondition::new(
-                0,
-                SeccompCmpArgLen::Dword,
-                SeccompCmpOp::Ne,
-                libc::AF_UNIX as u64,
-            )
-            .map_err(error)?;
-            vec![SeccompRule::new(vec![not_unix]).map_err(error)?]
-        } else {
-            Vec::new()
+    // The address families `socket(2)` may create; none: any.
+    let mut families = match network {
+        Network::Off => Some(Vec::new()),
+        // TCP and UDP on the namespace's loopback, where the proxy listens.
+        Network::Allow(_) => Some(vec![libc::AF_INET, libc::AF_INET6]),
+        Network::Open => None,
+    };
+    if let Some(families) = &mut families {
+        if allow_unix {
+            families.push(libc::AF_UNIX);
+        }
+        let other = families
+            .iter()
+            .map(|&family| {
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
+                    .map_err(error)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let socket = match other.is_empty() {
+            true => Vec::new(),
+            false => vec![SeccompRule::new(other).map_err(error)?],
         };
         denied.insert(libc::SYS_socket, socket);
     }
@@ -707,7 +719,7 @@ mod tests {
 
     #[test]
     fn seccomp_programs_build() {
-        let programs = seccomp(false, false).unwrap();
+        let programs = seccomp(&Network::Off, false).unwrap();
         assert!(programs.len() >= 2);
     }
 }

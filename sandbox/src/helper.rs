@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::bash::Bash;
 use super::process::{Waited, dup2, exited, open_null, wait};
 use super::wire::{self, Report, Request};
-use super::{Status, signal_name, whole_secs};
+use super::{Network, Status, signal_name, whole_secs};
 
 /// Runs the sandbox helper and exits; see the crate documentation.
 pub(crate) fn sandbox_main() -> ! {
@@ -20,6 +20,7 @@ pub(crate) fn sandbox_main() -> ! {
         status: Status::Refused(why),
         layers: Vec::new(),
         protected: Vec::new(),
+        blocked: Vec::new(),
     });
     let mut err = io::stderr();
     let _ = err.write_all(wire::report_line(&report).as_bytes());
@@ -42,6 +43,14 @@ fn supervise() -> Result<Report, String> {
     // to clean up.
     unsafe { libc::setsid() };
     if request.unconfined {
+        if let Network::Allow(_) = request.network {
+            // Unconfined, the command has the host's network: an allowlist would be a lie.
+            return Err(
+                "an allowlist of hosts (--allow-domain) needs the confined shell; \
+                        --unconfined-bash gives commands the host's whole network"
+                    .into(),
+            );
+        }
         unconfined(&request, null)
     } else {
         super::init::run(&request, null)
@@ -96,6 +105,7 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
         status,
         layers: super::receipt::unconfined(),
         protected: Vec::new(),
+        blocked: Vec::new(),
     })
 }
 

@@ -1,17 +1,21 @@
 //! The confined path of a command. The helper clones a process into new user, PID, mount,
-//! IPC, UTS and (unless the network is allowed) network namespaces; that process is the init
+//! IPC, UTS and (unless the network is open) network namespaces; that process is the init
 //! (pid 1) of the PID namespace. The init joins the command's memory cgroup, takes a cgroup
 //! namespace, builds the command's view ([`super::view`]), confines itself
 //! ([`super::confine`]), forks bash and reaps every process of the namespace until bash exits;
 //! then it reports bash's status and exits, and the kernel kills whatever is left in the
 //! namespace. The helper kills the init at the timeout, or when the host goes away, with the
 //! same effect; the init dies with the helper (parent-death signal), so a killed helper takes
-//! the command's whole tree with it too.
+//! the command's whole tree with it too. With an allowlist, the init also opens the proxy's
+//! listening socket in the new network namespace and hands it to the helper, which serves it
+//! ([`super::proxy`]) until the command ends.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::bash::Bash;
@@ -19,10 +23,11 @@ use super::cgroup::Cgroup;
 use super::confine::{self, Plan, refusal};
 use super::ns;
 use super::process::{self, Waited};
+use super::proxy::{self, Proxy};
 use super::shield::Shield;
 use super::view::{self, Sources};
 use super::wire::{Report, Request};
-use super::{DEFAULT_MEMORY_LIMIT, HOME, Status, receipt, whole_secs};
+use super::{DEFAULT_MEMORY_LIMIT, HOME, Network, Status, receipt, whole_secs};
 
 /// Everything the init needs, prepared by the helper before the clone.
 struct Init<'a> {
@@ -38,6 +43,9 @@ struct Init<'a> {
     bash: Bash,
     null: OwnedFd,
     sandbox_user: bool,
+    /// The init's end of the socket pair over which it hands the proxy's listening socket to
+    /// the helper, when the command has an allowlist.
+    proxy: Option<OwnedFd>,
 }
 
 /// Runs the command of `request` confined; see the module documentation.
@@ -63,6 +71,10 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
         cgroup.as_ref(),
         no_cgroup.as_deref(),
     );
+    let proxy = match &request.network {
+        Network::Allow(allowlist) => Some(Proxy::new(allowlist.clone())),
+        _ => None,
+    };
     let result = supervise(
         request,
         null,
@@ -71,6 +83,7 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
         sandbox_user,
         cgroup.as_ref(),
         address_space,
+        proxy.as_ref(),
     );
     let oom = cgroup.map(|cgroup| {
         let killed = cgroup.oom_killed();
@@ -92,10 +105,12 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
         status,
         layers,
         protected: shield.shown.clone(),
+        blocked: proxy.map(|p| p.blocked()).unwrap_or_default(),
     })
 }
 
 /// Starts the init and waits for it: the command's status, or `None` when the host went away.
+#[allow(clippy::too_many_arguments)]
 fn supervise(
     request: &Request,
     null: OwnedFd,
@@ -104,6 +119,7 @@ fn supervise(
     sandbox_user: bool,
     cgroup: Option<&Cgroup>,
     address_space: Option<u64>,
+    proxy: Option<&Arc<Proxy>>,
 ) -> Result<Option<Status>, String> {
     let sources = if sandbox_user {
         let userns = ns::sandbox_userns().map_err(|e| {
@@ -120,12 +136,20 @@ fn supervise(
     let pipe = || process::pipe().map_err(|e| format!("cannot create a pipe: {e}"));
     let (go_read, go_write) = pipe()?;
     let (status_read, status_write) = pipe()?;
+    let (handover, proxy_end) = match proxy {
+        Some(_) => {
+            let (ours, theirs) = process::socket_pair()
+                .map_err(|e| format!("cannot create the proxy's socket pair: {e}"))?;
+            (Some(ours), Some(theirs))
+        }
+        None => (None, None),
+    };
     let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    if !request.network {
+    if request.network != Network::Open {
         flags |= libc::CLONE_NEWNET;
     }
     let started = Instant::now();
@@ -146,10 +170,22 @@ fn supervise(
             bash,
             null,
             sandbox_user,
+            proxy: proxy_end,
         };
         init(setup, go_read, status_write);
     }
-    drop((go_read, status_write, sources));
+    drop((go_read, status_write, sources, proxy_end));
+    if let (Some(proxy), Some(handover)) = (proxy, handover) {
+        // Threads only now, after the clone: the init must be a copy of a single thread.
+        let proxy = proxy.clone();
+        std::thread::Builder::new()
+            .spawn(move || {
+                if let Ok(listener) = proxy::receive(&handover) {
+                    proxy.serve(listener);
+                }
+            })
+            .map_err(|e| format!("cannot start the proxy: {e}"))?;
+    }
     // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
     process::dup2(null.as_raw_fd(), 1)?;
     if let Err(e) = ns::write_maps(pid, sandbox_user) {
@@ -246,6 +282,10 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
             )));
         }
     }
+    // While the init holds every capability of the namespace it owns.
+    if let Some(handover) = &init.proxy {
+        open_proxy(handover)?;
+    }
     if init.sandbox_user {
         ns::become_sandbox_user()
             .map_err(|e| refusal(format!("cannot become the sandbox's user: {e}")))?;
@@ -265,6 +305,20 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
     let pid = init.bash.spawn(&init.null)?;
     process::dup2(init.null.as_raw_fd(), 1)?;
     Ok(pid)
+}
+
+/// Brings up the namespace's loopback and hands the proxy's listening socket on it to the
+/// helper over `handover`.
+fn open_proxy(handover: &OwnedFd) -> Result<(), String> {
+    ns::loopback_up().map_err(|e| {
+        refusal(format!(
+            "cannot bring up the loopback of the command's network namespace: {e}"
+        ))
+    })?;
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, proxy::PORT))
+        .map_err(|e| refusal(format!("cannot open the proxy's port: {e}")))?;
+    proxy::hand_over(handover, &listener)
+        .map_err(|e| refusal(format!("cannot hand the proxy's port to the helper: {e}")))
 }
 
 /// Reaps every process of the namespace (orphans come to pid 1) until bash exits: its status.

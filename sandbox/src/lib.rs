@@ -106,11 +106,13 @@
 mod bash;
 mod cgroup;
 mod confine;
+pub mod egress;
 mod helper;
 mod init;
 mod ns;
 mod process;
 pub mod protect;
+mod proxy;
 mod receipt;
 mod runner;
 mod shield;
@@ -118,6 +120,8 @@ mod view;
 mod wire;
 
 pub use confine::OPTIONAL_LAYERS;
+pub use egress::{Allowlist, Blocked, Network, Pattern};
+pub use proxy::PORT as PROXY_PORT;
 pub use receipt::{Enforcement, LAYERS, Layer};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -182,8 +186,9 @@ pub struct Policy {
     pub extra_read: Vec<PathBuf>,
     /// More directories (or files) commands may write.
     pub extra_write: Vec<PathBuf>,
-    /// Let commands use the network (any socket).
-    pub network: bool,
+    /// What commands may reach on the network: nothing (the default), the hosts of an
+    /// allowlist through cordon's proxy, or everything.
+    pub network: Network,
     /// The number of output bytes kept; the rest is drained and counted, not kept.
     pub output_cap: usize,
     /// The memory limit of a command's whole process tree, in bytes (a memory cgroup; where
@@ -223,7 +228,7 @@ impl Policy {
             unconfined: false,
             extra_read: Vec::new(),
             extra_write: Vec::new(),
-            network: false,
+            network: Network::Off,
             output_cap: DEFAULT_OUTPUT_CAP,
             memory_limit: Some(DEFAULT_MEMORY_LIMIT),
             max_processes: DEFAULT_MAX_PROCESSES,
@@ -256,6 +261,9 @@ pub struct Completion {
     /// The layers of confinement it ran under, one per name of [`LAYERS`]; empty when it
     /// could not run.
     pub layers: Vec<Layer>,
+    /// The connections the proxy refused, one per `host:port` (their lines end
+    /// [`Completion::output`]).
+    pub blocked: Vec<Blocked>,
 }
 
 impl Completion {
@@ -265,6 +273,7 @@ impl Completion {
             omitted_bytes: 0,
             status: Status::Refused(why.into()),
             layers: Vec::new(),
+            blocked: Vec::new(),
         }
     }
 }

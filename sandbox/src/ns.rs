@@ -342,3 +342,22 @@ pub(super) fn become_sandbox_user() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Brings up the loopback interface of the calling process's network namespace.
+pub(super) fn loopback_up() -> io::Result<()> {
+    // SAFETY: a socket for the ioctls, owned at once; `request` is a valid ifreq naming "lo".
+    unsafe {
+        let fd = check(
+            libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) as libc::c_long,
+        )?;
+        let socket = OwnedFd::from_raw_fd(fd as i32);
+        let mut request: libc::ifreq = std::mem::zeroed();
+        for (to, from) in request.ifr_name.iter_mut().zip(b"lo") {
+            *to = *from as libc::c_char;
+        }
+        check(libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) as libc::c_long)?;
+        request.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        check(libc::ioctl(socket.as_raw_fd(), libc::SIOCSIFFLAGS, &request) as libc::c_long)?;
+    }
+    Ok(())
+}

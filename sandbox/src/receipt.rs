@@ -1,9 +1,11 @@
 //! The receipt of a command's confinement: the layers in force for the call, built from what
 //! the helper actually set up, for `cordon doctor` and a session's `sandbox` field.
 
+use super::Network;
 use super::cgroup::Cgroup;
 use super::confine::Plan;
 use super::ns::SANDBOX_ID;
+use super::proxy::PORT;
 use super::wire::Request;
 
 /// The layers of a command's confinement, by name: the names a [`Layer`] has.
@@ -117,19 +119,26 @@ pub(super) fn confined(
         ),
         (None, ..) => Layer::new("memory", Enforcement::Off, "no limit was set"),
     };
-    let network = if request.network {
-        Layer::new(
+    let network = match &request.network {
+        Network::Open => Layer::new(
             "network",
             Enforcement::Off,
             "--bash-network: the host's network, every address and port",
-        )
-    } else {
-        on(
+        ),
+        Network::Off => on(
             "network",
             "an empty network namespace; no socket but Unix socket pairs (seccomp), no TCP \
              (Landlock)"
                 .into(),
-        )
+        ),
+        Network::Allow(allowlist) => on(
+            "network",
+            format!(
+                "a network namespace with only its loopback; out only through cordon's proxy \
+                 (127.0.0.1:{PORT}), to {}",
+                allowlist.describe()
+            ),
+        ),
     };
     vec![
         on("user", user),
@@ -202,7 +211,7 @@ mod tests {
     fn every_layer_is_named_once_in_order() {
         let request: Request = serde_json::from_value(serde_json::json!({
             "command": "true", "workspace": b"/", "extra_read": [], "extra_write": [],
-            "network": true, "unconfined": false, "timeout_ms": 1000,
+            "network": "Open", "unconfined": false, "timeout_ms": 1000,
             "memory_limit": 1u64 << 30, "max_processes": 7,
             "allow_missing": ["landlock", "seccomp"], "unprotect": [], "home": null,
             "env": [], "path": [], "hidden": [],

@@ -47,7 +47,7 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
             .iter()
             .map(|p| wire::to_bytes(p))
             .collect(),
-        network: policy.network,
+        network: policy.network.clone(),
         unconfined: policy.unconfined,
         timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
         memory_limit: policy.memory_limit,
@@ -103,23 +103,41 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
     let mut output = String::from_utf8_lossy(&kept).into_owned();
     let text = String::from_utf8_lossy(&report);
     let (report, diagnostics) = wire::parse_report(&text);
-    let (status, layers) = match report {
-        _ if backstop => (Status::TimedOut(policy.timeout_secs()), Vec::new()),
+    let (status, layers, blocked) = match report {
+        _ if backstop => (
+            Status::TimedOut(policy.timeout_secs()),
+            Vec::new(),
+            Vec::new(),
+        ),
         Some(Report {
             status,
             layers,
             protected,
+            blocked,
         }) => {
             if let Some(hint) = protect::hint(&output, &protected) {
                 output.push_str(&hint);
             }
-            (status, layers)
+            // Once: a client may have printed the proxy's refusal (its body) already.
+            let unseen: Vec<&str> = (blocked.iter())
+                .map(|b| b.line.as_str())
+                .filter(|line| !output.contains(line))
+                .collect();
+            for line in unseen {
+                if !output.is_empty() && !output.ends_with('\n') {
+                    output.push('\n');
+                }
+                output.push_str(line);
+                output.push('\n');
+            }
+            (status, layers, blocked)
         }
         None => (
             Status::Refused(format!(
                 "the sandbox helper ended without a report ({exit}){}{diagnostics}",
                 if diagnostics.is_empty() { "" } else { ": " }
             )),
+            Vec::new(),
             Vec::new(),
         ),
     };
@@ -128,6 +146,7 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
         omitted_bytes: omitted,
         status,
         layers,
+        blocked,
     })
 }
 

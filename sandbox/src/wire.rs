@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Layer, Status};
+use super::{Blocked, Layer, Network, Status};
 
 /// One command and the confinement to run it under. Paths travel as bytes: they need not be
 /// UTF-8.
@@ -17,7 +17,7 @@ pub(super) struct Request {
     pub workspace: Vec<u8>,
     pub extra_read: Vec<Vec<u8>>,
     pub extra_write: Vec<Vec<u8>>,
-    pub network: bool,
+    pub network: Network,
     pub unconfined: bool,
     pub timeout_ms: u64,
     pub memory_limit: Option<u64>,
@@ -55,6 +55,9 @@ pub(super) struct Report {
     /// The protected paths the command saw read-only, relative to the workspace.
     #[serde(default)]
     pub protected: Vec<String>,
+    /// The connections the proxy refused.
+    #[serde(default)]
+    pub blocked: Vec<Blocked>,
 }
 
 /// The report as one line (newline included): the marker, then the [`Report`] as JSON.
@@ -100,6 +103,7 @@ mod tests {
                 status,
                 layers,
                 protected,
+                blocked: Vec::new(),
             };
             let line = report_line(&report);
             let (parsed, other) = parse_report(&format!("thread panicked\n{line}"));

@@ -7,6 +7,7 @@ mod cli;
 mod examples;
 mod file_tools;
 mod mcp;
+mod network;
 mod own_files;
 mod plugins;
 mod protect;

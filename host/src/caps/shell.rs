@@ -14,6 +14,7 @@ impl Host for State {
         match tokio::task::spawn_blocking(move || shell::run(&policy, &command)).await {
             Ok(done) => {
                 self.sandbox = done.layers;
+                self.blocked.extend(done.blocked);
                 Completion {
                     output: done.output,
                     omitted_bytes: done.omitted_bytes,

@@ -1,0 +1,223 @@
+//! Egress by name: bash commands reach the hosts of `--allow-domain` through cordon's proxy,
+//! and nothing else; a refusal is a line of the output that names the option. The servers
+//! are the test's own, on 127.0.0.1 only; `--add-host` maps test names to them.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use serde_json::json;
+
+use crate::util::Cordon;
+
+/// An HTTP server on 127.0.0.1 that answers `served PATH` and keeps each request head.
+struct Server {
+    port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    fn start() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let kept = heads.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("?").to_string();
+                kept.lock().unwrap().push(head);
+                let body = format!("served {path}\n");
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Server { port, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+fn bash(c: &Cordon, command: &str) -> String {
+    let run = c.call("bash", json!({ "command": command }));
+    assert!(run.stderr.is_empty() || run.code == 0, "{run:?}");
+    run.stdout
+}
+
+#[test]
+fn an_allowed_host_and_port_is_reached_by_curl_and_python_and_nothing_else_is() {
+    let (allowed, other) = (Server::start(), Server::start());
+    let (p, q) = (allowed.port, other.port);
+    let c = Cordon::new().with_args(&[
+        "--add-host",
+        "pkg.test=127.0.0.1",
+        "--add-host",
+        "other.test=127.0.0.1",
+        "--allow-domain",
+        &format!("pkg.test:{p}"),
+    ]);
+    let out = bash(
+        &c,
+        &format!(
+            "curl -sS http://pkg.test:{p}/curl; curl -sS -p http://pkg.test:{p}/tunnel; \
+             python3 -c 'import urllib.request as u; \
+             print(u.urlopen(\"http://pkg.test:{p}/python\").read().decode(), end=\"\")'"
+        ),
+    );
+    assert_eq!(
+        out, "served /curl\nserved /tunnel\nserved /python\n",
+        "{out}"
+    );
+    // The absolute-form request reached the server in origin form, closed after one answer.
+    let heads = allowed.heads();
+    assert!(heads[0].starts_with("GET /curl HTTP/1.1\r\n"), "{heads:?}");
+    assert!(heads[0].contains("Connection: close"), "{heads:?}");
+
+    let out = bash(
+        &c,
+        &format!(
+            "curl -sS -o /dev/null https://pkg.test:{q}/; \
+             curl -sS http://other.test:{p}/; \
+             curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:{q}/direct; echo direct=$?; \
+             python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\
+             .sendto(b\"x\", (\"8.8.8.8\", 53))' 2>&1 | tail -1; \
+             getent hosts example.com; echo dns=$?"
+        ),
+    );
+    let port_line =
+        format!("[network: blocked pkg.test:{q}; allow it with --allow-domain pkg.test:{q}]");
+    let name_line =
+        format!("[network: blocked other.test:{p}; allow it with --allow-domain other.test:{p}]");
+    assert!(out.contains("CONNECT tunnel failed, response 403"), "{out}");
+    assert_eq!(out.matches(&port_line).count(), 1, "{out}");
+    assert_eq!(out.matches(&name_line).count(), 1, "{out}");
+    assert!(out.contains("direct=7"), "{out}");
+    assert!(out.contains("Network is unreachable"), "{out}");
+    assert!(out.contains("dns=2"), "{out}");
+    assert!(other.heads().is_empty(), "{:?}", other.heads());
+    assert_eq!(allowed.heads().len(), 3);
+}
+
+#[test]
+fn a_name_that_resolves_to_loopback_is_refused_unless_its_address_is_allowed() {
+    let server = Server::start();
+    let p = server.port;
+    // A name of this machine's /etc/hosts, as DNS might answer one: not `localhost`, which
+    // a rule may name as such.
+    let hosts = std::fs::read_to_string("/etc/hosts").unwrap();
+    let name = hosts
+        .lines()
+        .filter_map(|l| l.strip_prefix("127.0.0.1"))
+        .flat_map(str::split_whitespace)
+        .find(|n| !n.starts_with("localhost"))
+        .expect("a name for 127.0.0.1 besides localhost in /etc/hosts");
+    let url = format!("http://{name}:{p}/inner");
+    let refused = Cordon::new().with_args(&["--allow-domain", &format!("{name}:{p}")]);
+    let out = bash(
+        &refused,
+        &format!("curl -sS -o /dev/null -w '%{{http_code}}\\n' {url}"),
+    );
+    assert!(out.starts_with("403\n"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "[network: blocked {name}:{p}: it resolves to 127.0.0.1, a loopback address; allow \
+             that address with --allow-domain 127.0.0.1:{p}]"
+        )),
+        "{out}"
+    );
+    assert!(server.heads().is_empty());
+
+    let allowed = Cordon::new().with_args(&[
+        "--allow-domain",
+        &format!("{name}:{p}"),
+        "--allow-domain",
+        &format!("127.0.0.1:{p}"),
+    ]);
+    assert_eq!(
+        bash(&allowed, &format!("curl -sS {url}")),
+        "served /inner\n"
+    );
+}
+
+#[test]
+fn the_session_names_what_was_blocked_and_doctor_shows_the_policy() {
+    let c = Cordon::new().with_args(&["--allow-domain", "pypi.org"]);
+    let answers = c.session(format!(
+        "{}\n",
+        json!({"tool": "bash", "input": {"command": "curl -sS -o /dev/null https://blocked.test/"}})
+    ));
+    let sandbox = &answers[0]["sandbox"];
+    assert_eq!(
+        sandbox["blocked"],
+        json!(["blocked.test:443"]),
+        "{answers:?}"
+    );
+    assert!(
+        sandbox["enforced"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("network"))
+    );
+
+    let doctor = c.run(&["doctor"]);
+    assert_eq!(doctor.code, 0, "{doctor:?}");
+    let network = doctor
+        .stdout
+        .lines()
+        .find(|l| l.contains("network"))
+        .unwrap();
+    assert!(network.contains("cordon's proxy"), "{network}");
+    assert!(network.contains("pypi.org"), "{network}");
+}
+
+#[test]
+fn the_config_file_adds_hosts_and_bad_patterns_or_an_unconfined_shell_are_refused() {
+    let server = Server::start();
+    let p = server.port;
+    let user = tempfile::tempdir().unwrap();
+    let config = user.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[network]\nallow = [\"pkg.test:{p}\"]\nhosts = [\"pkg.test=127.0.0.1\"]\n"),
+    )
+    .unwrap();
+    let c = Cordon::new().with_args(&["--config", config.to_str().unwrap()]);
+    assert_eq!(
+        bash(&c, &format!("curl -sS http://pkg.test:{p}/config")),
+        "served /config\n"
+    );
+
+    let everything = Cordon::new().with_args(&["--allow-domain", "*"]);
+    let run = everything.call("bash", json!({"command": "true"}));
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("--bash-network"), "{run:?}");
+    let unconfined = Cordon::new().with_args(&["--allow-domain", "pypi.org", "--unconfined-bash"]);
+    let run = unconfined.call("bash", json!({"command": "true"}));
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("--unconfined-bash"), "{run:?}");
+}
+
+#[test]
+fn bash_network_still_opens_everything() {
+    let server = Server::start();
+    let c = Cordon::new().with_args(&["--bash-network", "--allow-domain", "pypi.org"]);
+    let out = bash(
+        &c,
+        &format!(
+            "echo proxy=${{HTTPS_PROXY:-none}}; curl -sS http://127.0.0.1:{}/open",
+            server.port
+        ),
+    );
+    assert_eq!(out, "proxy=none\nserved /open\n");
+}
