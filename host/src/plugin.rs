@@ -170,13 +170,15 @@ impl Plugin {
         tool: &str,
         input: String,
         context: Context,
+        asker: Option<crate::shell::Asker>,
     ) -> Result<Answer, String> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let core = self.core.clone();
         let owned_tool = tool.to_string();
         self.workers
             .run(move || {
-                let result = crate::workers::block_on(core.run(&owned_tool, &input, context));
+                let result =
+                    crate::workers::block_on(core.run(&owned_tool, &input, context, asker));
                 // Nobody waits any more when the caller gave up (deadline, cancellation).
                 let _ = answer.send(result);
             })
@@ -202,11 +204,18 @@ pub struct Answer {
 }
 
 impl Core {
-    async fn run(&self, tool: &str, input: &str, context: Context) -> Result<Answer, String> {
+    async fn run(
+        &self,
+        tool: &str,
+        input: &str,
+        context: Context,
+        asker: Option<crate::shell::Asker>,
+    ) -> Result<Answer, String> {
         let (mut store, instance) = self
             .instantiate(context.dry_run)
             .await
             .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
+        store.data_mut().asker = asker;
         // The epoch deadline stops a guest spinning in wasm; the timer also stops a call
         // waiting in the host (a shell command), one tick later, dropping what it waits on.
         let call = instance

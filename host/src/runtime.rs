@@ -318,7 +318,7 @@ impl Runtime {
     /// computes the outcome but changes nothing.
     pub async fn call(&self, name: &str, input: &str, dry_run: bool) -> CallOutcome {
         match self.prepare_text(name, input) {
-            Ok(call) => self.run(&call, dry_run).await,
+            Ok(call) => self.run(&call, dry_run, None).await,
             Err(error) => error.into(),
         }
     }
@@ -381,8 +381,14 @@ impl Runtime {
         })
     }
 
-    /// Runs a prepared call in a fresh instance of its plugin.
-    pub async fn run(&self, call: &Call<'_>, dry_run: bool) -> CallOutcome {
+    /// Runs a prepared call in a fresh instance of its plugin; `asker`, when given, is asked
+    /// whether its shell commands may reach a host off their allowlist.
+    pub async fn run(
+        &self,
+        call: &Call<'_>,
+        dry_run: bool,
+        asker: Option<crate::shell::Asker>,
+    ) -> CallOutcome {
         let context = Context {
             cwd: call.plugin.grants().cwd.to_string_lossy().into_owned(),
             dry_run,
@@ -392,7 +398,7 @@ impl Runtime {
         let name = &call.tool.declaration.name;
         match call
             .plugin
-            .call(name, call.input.to_string(), context)
+            .call(name, call.input.to_string(), context, asker)
             .await
         {
             Ok(answer) => self.finish(answer),

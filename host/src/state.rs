@@ -36,6 +36,8 @@ pub(crate) struct State {
     pub(crate) sandbox: Vec<crate::shell::Layer>,
     /// The connections the proxy refused to the plugin's shell commands.
     pub(crate) blocked: Vec<crate::shell::Blocked>,
+    /// Asked whether the plugin's shell commands may reach a host off their allowlist.
+    pub(crate) asker: Option<crate::shell::Asker>,
 }
 
 impl State {
@@ -82,6 +84,7 @@ impl State {
             dry_run,
             sandbox: Vec::new(),
             blocked: Vec::new(),
+            asker: None,
         })
     }
 }

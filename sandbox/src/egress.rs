@@ -196,9 +196,12 @@ pub struct Blocked {
     pub line: String,
 }
 
-/// Why a connection cannot be made: refused by the policy, or the host cannot be reached.
+/// Why a connection cannot be made: the host is not on the list, its address is refused, or
+/// it cannot be reached.
 #[derive(Debug)]
 pub enum Refusal {
+    /// No pattern allows the name and port (the user may be asked).
+    Unlisted(Blocked),
     Blocked(Blocked),
     Unreachable(String),
 }
@@ -211,7 +214,7 @@ impl Allowlist {
             false => format!("{host}:{port}"),
         };
         let Some(asked) = Asked::parse(host).filter(|asked| self.listed(asked, port)) else {
-            return Err(Refusal::Blocked(Blocked {
+            return Err(Refusal::Unlisted(Blocked {
                 line: format!(
                     "[network: blocked {target}; allow it with --allow-domain {}]",
                     suggestion(host, port)
@@ -249,6 +252,18 @@ impl Allowlist {
             })),
             (true, None) => Err(Refusal::Unreachable(format!("{host} has no address"))),
         }
+    }
+
+    /// Allows exactly `host` (as the client asked for it) on `port` from now on: the user
+    /// allowed it when asked.
+    pub fn allow(&mut self, host: &str, port: u16) {
+        let host = match Asked::parse(host) {
+            Some(Asked::Name(name)) => Host::Name(name),
+            Some(Asked::Address(address)) => Host::Address(address),
+            None => return,
+        };
+        let port = Some(port);
+        self.patterns.push(Pattern { host, port });
     }
 
     /// The patterns and mappings, for the user: `pypi.org, *.example.org:8443 (pkg.test is
@@ -342,7 +357,7 @@ mod tests {
 
     fn blocked(result: Result<Vec<SocketAddr>, Refusal>) -> String {
         match result {
-            Err(Refusal::Blocked(blocked)) => blocked.line,
+            Err(Refusal::Blocked(blocked) | Refusal::Unlisted(blocked)) => blocked.line,
             other => panic!("not blocked: {other:?}"),
         }
     }
@@ -404,6 +419,22 @@ mod tests {
             blocked(allow.decide("pypi.org", 8080)),
             "[network: blocked pypi.org:8080; allow it with --allow-domain pypi.org:8080]"
         );
+    }
+
+    #[test]
+    fn an_allowed_answer_adds_exactly_that_host_and_port() {
+        let mut allow = list(&[]);
+        assert!(matches!(
+            allow.decide("8.8.8.8", 53),
+            Err(Refusal::Unlisted(_))
+        ));
+        allow.allow("8.8.8.8", 53);
+        assert!(allow.decide("8.8.8.8", 53).is_ok());
+        assert!(matches!(
+            allow.decide("8.8.8.8", 443),
+            Err(Refusal::Unlisted(_))
+        ));
+        assert_eq!(allow.describe(), "8.8.8.8:53");
     }
 
     #[test]

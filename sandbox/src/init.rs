@@ -29,6 +29,9 @@ use super::view::{self, Sources};
 use super::wire::{Report, Request};
 use super::{DEFAULT_MEMORY_LIMIT, HOME, Network, Status, receipt, whole_secs};
 
+/// The helper's descriptor on which the host answers the proxy's questions.
+const ANSWERS_FD: i32 = 3;
+
 /// Everything the init needs, prepared by the helper before the clone.
 struct Init<'a> {
     request: &'a Request,
@@ -72,7 +75,15 @@ pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
         no_cgroup.as_deref(),
     );
     let proxy = match &request.network {
-        Network::Allow(allowlist) => Some(Proxy::new(allowlist.clone())),
+        Network::Allow(allowlist) => {
+            let answers = match request.ask {
+                true => Some(process::inherited(ANSWERS_FD).map_err(|e| {
+                    format!("cannot use the descriptor of the host's answers: {e}")
+                })?),
+                false => None,
+            };
+            Some(Proxy::new(allowlist.clone(), answers))
+        }
         _ => None,
     };
     let result = supervise(

@@ -124,6 +124,7 @@ pub use egress::{Allowlist, Blocked, Network, Pattern};
 pub use proxy::PORT as PROXY_PORT;
 pub use receipt::{Enforcement, LAYERS, Layer};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The first argument that makes a program run as the sandbox helper
@@ -213,6 +214,9 @@ pub struct Policy {
     /// Paths that stay out of sight even inside a granted tree (the user's keys and
     /// credentials): an empty directory, or an empty file, stands over each that exists.
     pub hidden: Vec<PathBuf>,
+    /// Asked, while a command runs, whether it may reach a host that its allowlist does not
+    /// name (`--permissions ask`); none: such a connection is refused.
+    pub ask: Option<Asker>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
@@ -238,6 +242,7 @@ impl Policy {
             env: Vec::new(),
             path: Vec::new(),
             hidden: Vec::new(),
+            ask: None,
             helper: PathBuf::from("/proc/self/exe"),
         }
     }
@@ -245,6 +250,32 @@ impl Policy {
     /// The timeout in whole seconds, as reported in [`Status::TimedOut`] (rounded up).
     pub fn timeout_secs(&self) -> u32 {
         whole_secs(self.timeout)
+    }
+}
+
+/// Whether a command may connect to a host and port off its allowlist: the user's answer.
+/// Called on the thread that runs the command ([`run`]), which waits for it; one question at
+/// a time per command.
+#[derive(Clone)]
+pub struct Asker(Arc<AskFn>);
+
+/// The answer to whether `host` (as the command asked for it) may be reached on a port.
+type AskFn = dyn Fn(&str, u16) -> bool + Send + Sync;
+
+impl Asker {
+    pub fn new(ask: impl Fn(&str, u16) -> bool + Send + Sync + 'static) -> Self {
+        Asker(Arc::new(ask))
+    }
+
+    /// Whether `host` (as the command asked for it) may be reached on `port`.
+    pub fn ask(&self, host: &str, port: u16) -> bool {
+        (self.0)(host, port)
+    }
+}
+
+impl std::fmt::Debug for Asker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Asker")
     }
 }
 

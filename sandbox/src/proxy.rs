@@ -6,7 +6,10 @@
 //! ([`hand_over`], [`receive`]). The helper stays in the host's network namespace and serves
 //! the socket from there: a command reaches the proxy and nothing else, and the proxy
 //! connects only to the addresses [`Allowlist::decide`] checked. A refusal is an immediate
-//! `403` whose body says what to allow, and is remembered for the call's output.
+//! `403` whose body says what to allow, and is remembered for the call's output. With an
+//! asker (`--permissions ask`), a host off the list is first asked about: the helper writes
+//! the question to the host ([`wire::ask_line`]) and reads the answer on descriptor 3, one
+//! question at a time.
 //!
 //! Hand-written over [`httparse`] rather than hyper: the proxy reads one request head and then
 //! relays bytes, in a single-threaded helper that has no async runtime.
@@ -26,6 +29,7 @@ use rustix::net::{
 };
 
 use super::egress::{Allowlist, Blocked, Refusal};
+use super::wire;
 
 /// The proxy's port on the loopback of every command's network namespace.
 pub const PORT: u16 = 3128;
@@ -56,17 +60,21 @@ const MAX_CONNECTIONS: usize = 256;
 
 /// The proxy of one command.
 pub(super) struct Proxy {
-    allowlist: Allowlist,
+    /// The allowlist, grown by the hosts the user allowed when asked.
+    allowlist: Mutex<Allowlist>,
     blocked: Mutex<Vec<Blocked>>,
     open: AtomicUsize,
+    /// Where the host's answers arrive, when the user may be asked; held while asking.
+    answers: Option<Mutex<std::fs::File>>,
 }
 
 impl Proxy {
-    pub fn new(allowlist: Allowlist) -> Arc<Proxy> {
+    pub fn new(allowlist: Allowlist, answers: Option<std::fs::File>) -> Arc<Proxy> {
         Arc::new(Proxy {
-            allowlist,
+            allowlist: Mutex::new(allowlist),
             blocked: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
+            answers: answers.map(Mutex::new),
         })
     }
 
@@ -104,9 +112,9 @@ impl Proxy {
             Ok(request) => request,
             Err(why) => return respond(&mut client, 400, &format!("[network: {why}]")),
         };
-        let addresses = match self.allowlist.decide(&request.host, request.port) {
+        let addresses = match self.decide(&request.host, request.port) {
             Ok(addresses) => addresses,
-            Err(Refusal::Blocked(blocked)) => {
+            Err(Refusal::Blocked(blocked) | Refusal::Unlisted(blocked)) => {
                 let line = blocked.line.clone();
                 self.remember(blocked);
                 return respond(&mut client, 403, &line);
@@ -134,6 +142,36 @@ impl Proxy {
         relay(client, upstream)
     }
 
+    /// [`Allowlist::decide`], asking the user about a host off the list when it may.
+    fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
+        // A copy: resolving must not hold up the other connections.
+        let allowlist = || self.allowlist.lock().map(|a| a.clone()).unwrap_or_default();
+        match allowlist().decide(host, port) {
+            Err(Refusal::Unlisted(blocked)) => {
+                let Some(answers) = &self.answers else {
+                    return Err(Refusal::Unlisted(blocked));
+                };
+                // One question at a time; an answer given meanwhile counts.
+                let Ok(mut answers) = answers.lock() else {
+                    return Err(Refusal::Unlisted(blocked));
+                };
+                if let ok @ (Ok(_) | Err(Refusal::Blocked(_))) = allowlist().decide(host, port) {
+                    return ok;
+                }
+                if self.blocked().iter().any(|b| b.target == blocked.target)
+                    || !ask(&mut answers, host, port)
+                {
+                    return Err(Refusal::Unlisted(blocked));
+                }
+                if let Ok(mut list) = self.allowlist.lock() {
+                    list.allow(host, port);
+                }
+                allowlist().decide(host, port)
+            }
+            other => other,
+        }
+    }
+
     fn remember(&self, blocked: Blocked) {
         if let Ok(mut list) = self.blocked.lock()
             && !list.iter().any(|b| b.target == blocked.target)
@@ -141,6 +179,22 @@ impl Proxy {
             list.push(blocked);
         }
     }
+}
+
+/// Asks the host whether `host:port` may be reached: the question on standard error (the
+/// report pipe), the answer (`y` or `n` and a newline) from `answers`. No answer: no.
+fn ask(answers: &mut std::fs::File, host: &str, port: u16) -> bool {
+    let mut err = io::stderr().lock();
+    if err
+        .write_all(wire::ask_line(host, port).as_bytes())
+        .is_err()
+        || err.flush().is_err()
+    {
+        return false;
+    }
+    drop(err);
+    let mut answer = [0u8; 2];
+    answers.read_exact(&mut answer).is_ok() && &answer == b"y\n"
 }
 
 /// Reads up to the end of the request head: the head, and what came after it. None when the

@@ -164,7 +164,15 @@ pub(super) fn confined(
         match plan.landlock() {
             Ok(version) => on(
                 "landlock",
-                format!("ABI {version}: files, TCP ports, signals and abstract Unix sockets"),
+                format!(
+                    "ABI {version}: files, {}signals and abstract Unix sockets",
+                    // Its TCP rules only where there is no network at all.
+                    if request.network == Network::Off {
+                        "TCP ports, "
+                    } else {
+                        ""
+                    }
+                ),
             ),
             Err(why) => allowed_off("landlock", why),
         },

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::process::pipe;
 use super::protect;
 use super::wire::{self, Report, Request};
-use super::{Completion, Policy, SANDBOX_ARG, Status};
+use super::{Asker, Completion, Network, Policy, SANDBOX_ARG, Status};
 
 /// How long the host keeps reading output after the helper has reported (the tree is dead by
 /// then; this only covers a writer that escaped it).
@@ -58,28 +58,56 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
         env: policy.env.clone(),
         path: policy.path.iter().map(|p| wire::to_bytes(p)).collect(),
         hidden: policy.hidden.iter().map(|p| wire::to_bytes(p)).collect(),
+        ask: policy.ask.is_some() && matches!(policy.network, Network::Allow(_)),
     };
+    let request_asks = request.ask;
     let request = request_file(&request).map_err(|e| format!("cannot pass the command on: {e}"))?;
     let (out_read, out_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
     let (report_read, report_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let (answers_read, answers_write) = match (&policy.ask, request_asks) {
+        (Some(asker), true) => {
+            let (read, write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+            (Some(read), Some((asker.clone(), File::from(write))))
+        }
+        _ => (None, None),
+    };
     let started = Instant::now();
     // The Command (and with it the parent's copies of the write ends) is dropped right after
     // the spawn, so the pipes reach end-of-file once the helper side is done.
-    let mut helper = Command::new(&policy.helper)
+    let mut helper = Command::new(&policy.helper);
+    helper
         .arg0("cordon")
         .arg(SANDBOX_ARG)
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::from(request))
         .stdout(Stdio::from(out_write))
-        .stderr(Stdio::from(report_write))
-        .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot start the sandbox helper {}: {e}",
-                policy.helper.display()
-            )
-        })?;
+        .stderr(Stdio::from(report_write));
+    if let Some(read) = &answers_read {
+        let fd = read.as_raw_fd();
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            helper.pre_exec(move || {
+                // dup2 onto itself would leave the descriptor close-on-exec.
+                let done = match fd == ANSWERS_FD {
+                    true => libc::fcntl(fd, libc::F_SETFD, 0),
+                    false => libc::dup2(fd, ANSWERS_FD),
+                };
+                match done < 0 {
+                    true => Err(io::Error::last_os_error()),
+                    false => Ok(()),
+                }
+            });
+        }
+    }
+    let spawned = helper.spawn();
+    drop((helper, answers_read));
+    let mut helper = spawned.map_err(|e| {
+        format!(
+            "cannot start the sandbox helper {}: {e}",
+            policy.helper.display()
+        )
+    })?;
 
     let deadline = started + policy.timeout + super::BACKSTOP_GRACE;
     let drained = drain(
@@ -87,6 +115,7 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
         File::from(report_read),
         policy.output_cap,
         deadline,
+        answers_write,
     );
     let backstop = drained.is_err();
     if backstop {
@@ -172,14 +201,21 @@ struct Drained {
     report: Vec<u8>,
 }
 
+/// The helper's descriptor on which the host answers the proxy's questions.
+const ANSWERS_FD: i32 = 3;
+
 /// Reads the output (keeping `cap` bytes) and the report until both reach end-of-file: `Err`
-/// with what was read when `deadline` passes first.
+/// with what was read when `deadline` passes first. With `asking`, the proxy's questions in
+/// the report are put to the asker and answered.
 fn drain(
     mut out: File,
     mut report: File,
     cap: usize,
     deadline: Instant,
+    mut asking: Option<(Asker, File)>,
 ) -> Result<Drained, Drained> {
+    // The report up to here holds no question.
+    let mut scanned = 0;
     let mut drained = Drained {
         kept: Vec::with_capacity(cap.min(64 << 10)),
         omitted: 0,
@@ -240,11 +276,30 @@ fn drain(
                 Ok(n) => {
                     let keep = n.min(REPORT_CAP.saturating_sub(drained.report.len()));
                     drained.report.extend_from_slice(&buf[..keep]);
+                    if let Some((asker, answers)) = &mut asking {
+                        answer(&mut drained.report, &mut scanned, asker, answers);
+                    }
                 }
             }
         }
     }
     Ok(drained)
+}
+
+/// Puts each complete question of `report` after `scanned` to `asker` and writes the answer
+/// to `answers`; the questions are taken out of the report.
+fn answer(report: &mut Vec<u8>, scanned: &mut usize, asker: &Asker, answers: &mut File) {
+    while let Some(end) = report[*scanned..].iter().position(|&b| b == b'\n') {
+        let end = *scanned + end;
+        match wire::parse_ask(&report[*scanned..end]) {
+            Some((host, port)) => {
+                report.drain(*scanned..=end);
+                let yes = asker.ask(&host, port);
+                let _ = answers.write_all(if yes { b"y\n" } else { b"n\n" });
+            }
+            None => *scanned = end + 1,
+        }
+    }
 }
 
 /// Waits for the helper and describes how it ended.

@@ -34,6 +34,9 @@ pub(super) struct Request {
     pub path: Vec<Vec<u8>>,
     /// Paths covered even inside a granted tree.
     pub hidden: Vec<Vec<u8>>,
+    /// Whether the proxy may ask about hosts off the allowlist (answers on descriptor 3).
+    #[serde(default)]
+    pub ask: bool,
 }
 
 pub(super) fn to_bytes(path: &Path) -> Vec<u8> {
@@ -46,6 +49,34 @@ pub(super) fn to_path(bytes: &[u8]) -> PathBuf {
 
 /// The marker that starts the report line.
 const PREFIX: &str = "cordon-sandbox-report:";
+
+/// The marker that starts a question of the proxy to the host: may a command reach a host
+/// that is not on its allowlist? The host answers `y` or `n`, and a newline, on the helper's
+/// descriptor 3.
+const ASK_PREFIX: &str = "cordon-sandbox-ask:";
+
+#[derive(Serialize, Deserialize)]
+struct Question {
+    host: String,
+    port: u16,
+}
+
+/// The question whether `host:port` may be reached, as one line.
+pub(super) fn ask_line(host: &str, port: u16) -> String {
+    let question = Question {
+        host: host.to_string(),
+        port,
+    };
+    let json = serde_json::to_string(&question).expect("a question serializes");
+    format!("\n{ASK_PREFIX} {json}\n")
+}
+
+/// The host and port a line of the helper asks about, if it is a question.
+pub(super) fn parse_ask(line: &[u8]) -> Option<(String, u16)> {
+    let json = std::str::from_utf8(line).ok()?.strip_prefix(ASK_PREFIX)?;
+    let question: Question = serde_json::from_str(json.trim()).ok()?;
+    Some((question.host, question.port))
+}
 
 /// How the command ended, and under which layers of confinement.
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]

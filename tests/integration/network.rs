@@ -221,3 +221,69 @@ fn bash_network_still_opens_everything() {
     );
     assert_eq!(out, "proxy=none\nserved /open\n");
 }
+
+#[test]
+fn in_ask_mode_a_host_off_the_list_is_asked_for_and_the_answer_is_honoured() {
+    let server = Server::start();
+    let p = server.port;
+    let c = Cordon::new().with_args(&[
+        "--permissions",
+        "ask",
+        "--add-host",
+        "pkg.test=127.0.0.1",
+        "--add-host",
+        "nope.test=127.0.0.1",
+        "--allow-domain",
+        "pypi.org",
+    ]);
+    let call = |id: u32, command: String| {
+        json!({"id": id, "tool": "bash", "input": {"command": command}}).to_string()
+    };
+    let answer = |id: &str| json!({ "permission": id }).to_string();
+    let lines = [
+        call(
+            1,
+            format!("curl -sS http://pkg.test:{p}/asked; curl -sS http://pkg.test:{p}/again"),
+        ),
+        answer("allow_once"),
+        answer("allow_always"),
+        call(2, format!("curl -sS http://pkg.test:{p}/remembered")),
+        answer("allow_once"),
+        call(3, format!("curl -sS http://nope.test:{p}/refused")),
+        answer("allow_once"),
+        answer("reject_once"),
+    ];
+    let answers = c.session(lines.join("\n") + "\n");
+    let titles: Vec<&str> = answers
+        .iter()
+        .filter_map(|a| a["permission_request"]["title"].as_str())
+        .collect();
+    let network = format!("Connect to pkg.test:{p}");
+    let refused = format!("Connect to nope.test:{p}");
+    assert_eq!(
+        titles.iter().filter(|t| **t == network).count(),
+        1,
+        "{titles:?}"
+    );
+    assert_eq!(
+        titles.iter().filter(|t| **t == refused).count(),
+        1,
+        "{titles:?}"
+    );
+    let outputs: Vec<&str> = answers
+        .iter()
+        .filter_map(|a| a["output"].as_str())
+        .collect();
+    assert_eq!(outputs[0], "served /asked\nserved /again\n", "{answers:?}");
+    assert_eq!(outputs[1], "served /remembered\n", "{answers:?}");
+    assert!(
+        outputs[2].contains(&format!("[network: blocked nope.test:{p}; allow it with")),
+        "{answers:?}"
+    );
+    let paths: Vec<String> = server
+        .heads()
+        .iter()
+        .map(|h| h.lines().next().unwrap().to_string())
+        .collect();
+    assert_eq!(paths.len(), 3, "{paths:?}");
+}

@@ -6,9 +6,12 @@ use crate::state::State;
 
 impl Host for State {
     async fn run(&mut self, command: String) -> Completion {
-        let Some(policy) = self.grants.shell.clone() else {
+        let Some(mut policy) = self.grants.shell.clone() else {
             return refused("the shell capability is not granted to this plugin".into());
         };
+        if let Some(asker) = &self.asker {
+            std::sync::Arc::make_mut(&mut policy).ask = Some(asker.clone());
+        }
         // The runner blocks on a child process for up to the timeout: keep it off the async
         // workers.
         match tokio::task::spawn_blocking(move || shell::run(&policy, &command)).await {

@@ -178,6 +178,8 @@ pub struct Session {
     mode: Mode,
     /// Tool name → the "always" answer given for it.
     always: HashMap<String, bool>,
+    /// `host:port` off the allowlist → the "always" answer given for it.
+    hosts: HashMap<String, bool>,
     loops: LoopDetector,
     counters: Counters,
     calls: u64,
@@ -189,6 +191,7 @@ impl Session {
         Session {
             mode,
             always: HashMap::new(),
+            hosts: HashMap::new(),
             loops: LoopDetector::default(),
             counters: Counters::default(),
             calls: 0,
@@ -258,7 +261,7 @@ impl Session {
                     input,
                 };
                 let outcome = match self.permit(runtime, &id, &call, ask).await {
-                    Ok(()) => runtime.run(&call, false).await,
+                    Ok(()) => self.run(runtime, &id, &call, ask).await,
                     Err(refusal) => refusal,
                 };
                 (outcome, call.input)
@@ -289,6 +292,74 @@ impl Session {
         (counters.json(), counters.display())
     }
 
+    /// Runs `call`. In ask mode with an allowlist of hosts, a connection that its commands make
+    /// to a host off the list is put to the user through `ask` while the call runs.
+    async fn run(
+        &mut self,
+        runtime: &Runtime,
+        id: &str,
+        call: &Call<'_>,
+        ask: &mut impl Ask,
+    ) -> CallOutcome {
+        if self.mode != Mode::Ask || !matches!(runtime.network(), crate::shell::Network::Allow(_)) {
+            return runtime.run(call, false, None).await;
+        }
+        // The command's thread waits for the answer; this task asks.
+        let (questions, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        let asker = crate::shell::Asker::new(move |host, port| {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            questions.send((host.to_string(), port, reply)).is_ok()
+                && answer.blocking_recv().unwrap_or(false)
+        });
+        let run = runtime.run(call, false, Some(asker));
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                outcome = &mut run => return outcome,
+                Some((host, port, reply)) = asked.recv() => {
+                    let allowed = self.allow_host(id, &host, port, ask).await;
+                    let _ = reply.send(allowed);
+                }
+            }
+        }
+    }
+
+    /// Whether a command may reach `host:port`, which its allowlist does not name: the
+    /// session's "always" answer for it, else the user's.
+    async fn allow_host(&mut self, id: &str, host: &str, port: u16, ask: &mut impl Ask) -> bool {
+        let target = match host.contains(':') {
+            true => format!("[{host}]:{port}"),
+            false => format!("{host}:{port}"),
+        };
+        if let Some(&allowed) = self.hosts.get(&target) {
+            return allowed;
+        }
+        let title = format!("Connect to {target}");
+        let request = PermissionRequest {
+            tool_call: acp::tool_call(
+                &format!("{id}-network"),
+                Some(Kind::Fetch),
+                &title,
+                &serde_json::json!({ "host": host, "port": port }),
+                None,
+                ToolCallStatus::Pending,
+            ),
+            options: acp::permission_options(),
+            header: display::escape(&format!("🌐 {title}")).into_owned(),
+            argument: None,
+            details: display::escape(&format!(
+                "A command of this call wants to reach {target}, which the allowlist \
+                 (--allow-domain) does not name."
+            ))
+            .into_owned(),
+        };
+        let answer = ask.ask(&request).await;
+        if answer.always() {
+            self.hosts.insert(target, answer.allows());
+        }
+        answer.allows()
+    }
+
     /// Decides whether `call` may run; the error is the outcome of a refusal (or of a dry run
     /// that already failed, so there is nothing to ask about).
     async fn permit(
@@ -313,7 +384,7 @@ impl Session {
                     let dry = if kind == Kind::Execute {
                         None
                     } else {
-                        let dry = runtime.run(call, true).await;
+                        let dry = runtime.run(call, true, None).await;
                         if dry.failed {
                             return Err(dry);
                         }
