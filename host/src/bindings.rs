@@ -19,6 +19,18 @@ pub mod interface {
     pub const FILES: &str = "cordon:tool/files@0.1.0";
     /// The shell capability.
     pub const SHELL: &str = "cordon:tool/shell@0.1.0";
+    /// WASI HTTP (`wasi:http/outgoing-handler` and `wasi:http/types`, any 0.2 version).
+    pub const HTTP: &str = "wasi:http";
+
+    /// The capability a component's import needs a grant for, if it needs one.
+    pub fn capability(import: &str) -> Option<&'static str> {
+        match import {
+            FILES => Some(FILES),
+            SHELL => Some(SHELL),
+            _ if import.starts_with("wasi:http/") => Some(HTTP),
+            _ => None,
+        }
+    }
 }
 
 impl Kind {

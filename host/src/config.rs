@@ -106,6 +106,12 @@ pub struct Consent {
     /// Allow the shell capability.
     #[serde(default)]
     pub allow_shell: bool,
+    /// The HTTP hosts it may reach: each pattern of its manifest's `http` must be here.
+    #[serde(default)]
+    pub allow_http: Vec<String>,
+    /// The environment variables the host may add to its requests as secret headers.
+    #[serde(default)]
+    pub allow_secrets: Vec<String>,
     /// The longest deadline the manifest may ask for, in seconds (default 10).
     pub max_timeout_secs: Option<u64>,
     /// The most memory the manifest may ask for, in MiB (default 256).

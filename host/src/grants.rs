@@ -32,6 +32,8 @@ pub struct Grants {
     pub cwd: PathBuf,
     /// The shell capability and the confinement its commands run under; none: not granted.
     pub shell: Option<Arc<crate::shell::Policy>>,
+    /// The hosts it may send HTTP requests to, and the headers the host adds; none: no HTTP.
+    pub http: Option<Arc<crate::caps::http::HttpGrant>>,
     /// Environment variables the plugin sees (none by default).
     pub env: Vec<(String, String)>,
     /// cordon's own files and directories (resolved, see [`crate::own`]): never written by the
@@ -49,6 +51,7 @@ impl Grants {
             dirs: Vec::new(),
             cwd: cwd.to_path_buf(),
             shell: None,
+            http: None,
             env: Vec::new(),
             own: Arc::new([]),
             guard: None,
@@ -92,6 +95,9 @@ impl Grants {
         }
         if self.shell.is_some() {
             granted.push(interface::SHELL);
+        }
+        if self.http.is_some() {
+            granted.push(interface::HTTP);
         }
         granted
     }

@@ -6,6 +6,8 @@
 //! the user allowed: a directory outside the workspace, the shell, or a longer deadline or
 //! more memory than the defaults all need the user's explicit consent in the config file.
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::ops::RangeInclusive;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -15,9 +17,11 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
+use crate::caps::http::{HttpGrant, SecretHeader};
 use crate::config::{self, Config, Consent};
 use crate::grants::Grants;
 use crate::options::Options;
+use crate::shell::{Allowlist, Pattern};
 use crate::spec::{Limits, Source, Spec};
 
 /// The deadline of a plugin call when neither manifest nor config says otherwise.
@@ -61,6 +65,14 @@ pub struct ManifestGrants {
     /// Environment variables passed to it by name (those set in cordon's environment).
     #[serde(default)]
     pub env: Vec<String>,
+    /// Hosts it may send HTTP requests to (`wasi:http`), as `--allow-domain` patterns.
+    #[serde(default)]
+    pub http: Vec<String>,
+    /// Headers the host adds to its requests for a host, by host name:
+    /// `[grants.http_headers."api.example.com"]` with `Authorization = "Bearer ${TOKEN}"`;
+    /// `${NAME}` is cordon's environment variable `NAME` at the time of the request.
+    #[serde(default)]
+    pub http_headers: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// `[limits]`: bounds on each call.
@@ -135,6 +147,14 @@ pub enum Refusal {
     OutsideWorkspace { dir: PathBuf, fix: Setting },
     #[error("it asks for the shell capability; to allow it, {fix}")]
     Shell { fix: Setting },
+    #[error("its [grants] http entry {0}")]
+    HttpPattern(crate::shell::egress::PatternError),
+    #[error("it asks to send HTTP requests to {host}; to allow it, {fix}")]
+    Http { host: String, fix: Setting },
+    #[error("its [grants.http_headers.{host:?}] names {name:?}, which is not a header name")]
+    HeaderName { host: String, name: String },
+    #[error("it asks the host to add the secret {name} to its HTTP requests; to allow it, {fix}")]
+    Secret { name: String, fix: Setting },
     #[error(
         "it asks for a {asked} s deadline, more than the {allowed} s allowed; to allow it, {fix}"
     )]
@@ -216,6 +236,7 @@ impl Manifest {
         workspace: &Path,
         consent: &Consent,
         shell: &crate::shell::Policy,
+        hosts: &[(String, IpAddr)],
         config_path: &str,
     ) -> Result<Decision, Refusal> {
         let setting = |key: &'static str, value: String| Setting {
@@ -284,6 +305,7 @@ impl Manifest {
             }
             grants = grants.shell(Arc::new(shell.clone()));
         }
+        grants.http = self.http(consent, hosts, &setting)?.map(Arc::new);
         grants.env = self
             .grants
             .env
@@ -325,6 +347,66 @@ impl Manifest {
                 memory: (memory << 20) as usize,
             },
         })
+    }
+}
+
+impl Manifest {
+    /// The HTTP grant, if the manifest asks for one: each host and each secret allowed by
+    /// `consent`.
+    fn http(
+        &self,
+        consent: &Consent,
+        hosts: &[(String, IpAddr)],
+        setting: &dyn Fn(&'static str, String) -> Setting,
+    ) -> Result<Option<HttpGrant>, Refusal> {
+        let asked = &self.grants;
+        if asked.http.is_empty() && asked.http_headers.is_empty() {
+            return Ok(None);
+        }
+        let allowed: Vec<Pattern> = consent
+            .allow_http
+            .iter()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        let mut patterns = Vec::new();
+        for text in &asked.http {
+            let pattern: Pattern = text.parse().map_err(Refusal::HttpPattern)?;
+            if !allowed.contains(&pattern) {
+                return Err(Refusal::Http {
+                    host: pattern.to_string(),
+                    fix: setting("allow_http", format!("[{:?}]", pattern.to_string())),
+                });
+            }
+            patterns.push(pattern);
+        }
+        let mut headers = Vec::new();
+        for (host, fields) in &asked.http_headers {
+            for (name, template) in fields {
+                let header_name =
+                    http::HeaderName::try_from(name.as_str()).map_err(|_| Refusal::HeaderName {
+                        host: host.clone(),
+                        name: name.clone(),
+                    })?;
+                for secret in SecretHeader::variables(template) {
+                    if !consent.allow_secrets.contains(&secret) {
+                        return Err(Refusal::Secret {
+                            fix: setting("allow_secrets", format!("[{secret:?}]")),
+                            name: secret,
+                        });
+                    }
+                }
+                headers.push(SecretHeader {
+                    host: host.to_ascii_lowercase(),
+                    name: header_name,
+                    template: template.clone(),
+                });
+            }
+        }
+        let allowlist = Allowlist {
+            patterns,
+            hosts: hosts.to_vec(),
+        };
+        Ok(Some(HttpGrant { allowlist, headers }))
     }
 }
 
@@ -415,12 +497,17 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
             || "cordon's config file (--config)".to_string(),
             |p| p.display().to_string(),
         );
+    // Checked when the runtime settled its options.
+    let hosts: Vec<_> = (options.network.hosts.iter())
+        .filter_map(|h| crate::shell::egress::parse_host(h).ok())
+        .collect();
     let decision = manifest
         .decide(
             &name,
             &options.workspace,
             &consent,
             &options.shell,
+            &hosts,
             &config_path,
         )
         .map_err(refuse)?;

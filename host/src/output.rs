@@ -5,6 +5,21 @@
 //! `[error: 30s timeout exceeded]`) is kept after the cut: it is the part the model needs most.
 //! Error messages about bad input quote no more than a short prefix of it ([`quote`]).
 
+/// `text` with the value of each environment variable of `secrets` replaced by
+/// `[redacted: NAME]` (values shorter than 4 bytes are left: they would redact ordinary text).
+pub fn redact<'a>(text: &'a str, secrets: &[String]) -> std::borrow::Cow<'a, str> {
+    let mut text = std::borrow::Cow::Borrowed(text);
+    for name in secrets {
+        let Some(value) = std::env::var(name).ok().filter(|v| v.len() >= 4) else {
+            continue;
+        };
+        if text.contains(&value) {
+            text = text.replace(&value, &format!("[redacted: {name}]")).into();
+        }
+    }
+    text
+}
+
 /// Builds the final text of a call: `body` cut to `max_chars` characters, a truncation notice
 /// when anything was cut (here or, `omitted_bytes`, before the host saw it), then `trailer`.
 pub fn finish(body: &str, trailer: Option<&str>, max_chars: usize, omitted_bytes: u64) -> String {

@@ -83,8 +83,9 @@ impl Plugin {
         };
         let granted = grants.interfaces();
         for (import, _) in component.component_type().imports(engine.wasmtime()) {
-            let capability = [interface::FILES, interface::SHELL].contains(&import);
-            if capability && !granted.contains(&import) {
+            if let Some(capability) = interface::capability(import)
+                && !granted.contains(&capability)
+            {
                 return Err(Error::NotGranted {
                     plugin: name.to_string(),
                     interface: import.to_string(),

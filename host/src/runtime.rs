@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::bindings::cordon::tool::types::{Context, Diff, Location};
+use crate::caps::http::SecretHeader;
 use crate::config::Config;
 use crate::engine::{Cache, Engine};
 use crate::manifest::{self, Refusal};
@@ -117,6 +118,9 @@ pub struct Runtime {
     workspace: PathBuf,
     /// cordon's own files, which no tool may write.
     own: Vec<Own>,
+    /// The variables whose values plugins' requests carry as secret headers: redacted from
+    /// every output.
+    secrets: Vec<String>,
 }
 
 impl Runtime {
@@ -150,6 +154,8 @@ impl Runtime {
         let own = own::paths(&options, &specs);
         own::check(&own, &options, &specs)?;
         protect(&mut specs, &own, &options);
+        // Of every plugin, loaded or not: bash may print what another plugin's header holds.
+        let secrets = secrets(&specs);
         if let Some(tool) = tool {
             let claims = |spec: &Spec| match &spec.tools {
                 Some(listed) => listed.iter().any(|t| t == tool),
@@ -174,6 +180,7 @@ impl Runtime {
             options,
             config,
             own,
+            secrets,
         };
         runtime.load(specs).await?;
         Ok(runtime)
@@ -192,6 +199,7 @@ impl Runtime {
         }
         let mut specs = vec![manifest::spec(path, &self.options, &self.config)?];
         own::check(&self.own, &self.options, &specs)?;
+        self.secrets.extend(secrets(&specs));
         protect(&mut specs, &self.own, &self.options);
         self.load(specs).await?;
         Ok(self.plugins.last().expect("a plugin was just added"))
@@ -414,7 +422,7 @@ impl Runtime {
         } = answer;
         CallOutcome {
             output: output::finish(
-                &outcome.output,
+                &output::redact(&outcome.output, &self.secrets),
                 outcome.trailer.as_deref(),
                 self.max_output,
                 outcome.omitted_bytes,
@@ -475,6 +483,14 @@ pub fn check(tool: &Tool, input: &Value) -> Result<(), CallError> {
             tool: name.clone(),
             problems,
         })
+}
+
+/// The variables that the secret headers of `specs` name.
+fn secrets(specs: &[Spec]) -> Vec<String> {
+    let http = specs.iter().filter_map(|s| s.grants.http.as_deref());
+    http.flat_map(|h| &h.headers)
+        .flat_map(|header| SecretHeader::variables(&header.template))
+        .collect()
 }
 
 /// Tells every plugin's grants which paths are cordon's own and which of the workspace are

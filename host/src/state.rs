@@ -10,6 +10,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::grants::Grants;
 use crate::grants::Roots;
@@ -38,6 +39,9 @@ pub(crate) struct State {
     pub(crate) blocked: Vec<crate::shell::Blocked>,
     /// Asked whether the plugin's shell commands may reach a host off their allowlist.
     pub(crate) asker: Option<crate::shell::Asker>,
+    http: WasiHttpCtx,
+    /// Decide the plugin's HTTP requests by its grant.
+    hooks: crate::caps::http::Hooks,
 }
 
 impl State {
@@ -71,6 +75,9 @@ impl State {
             wasi.preopened_dir(&dir.path, &*path, perms)
                 .map_err(std::io::Error::other)?;
         }
+        let hooks = crate::caps::http::Hooks {
+            grant: grants.http.clone(),
+        };
         Ok(State {
             wasi: wasi.build(),
             table: ResourceTable::new(),
@@ -85,7 +92,19 @@ impl State {
             sandbox: Vec::new(),
             blocked: Vec::new(),
             asker: None,
+            http: WasiHttpCtx::new(),
+            hooks,
         })
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
     }
 }
 

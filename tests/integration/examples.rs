@@ -1,7 +1,7 @@
 //! The example third-party plugins (`examples/`), each loaded from a plugins directory with its
 //! shipped manifest and called through `cordon call`, as docs/plugins.md tells a newcomer to do:
-//! `grep`, written in Rust with cordon-kit, and `word_count`, written in Python and built with
-//! componentize-py.
+//! `grep`, written in Rust with cordon-kit, `fetch`, which speaks HTTP through the host, and
+//! `word_count`, written in Python and built with componentize-py.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::util::{Cordon, plugin_dir, wasm_components};
+use crate::util::{Cordon, Server, plugin_dir, wasm_components};
 
 const GREP_MANIFEST: &str = include_str!("../../examples/grep/grep.toml");
 const WORD_COUNT_MANIFEST: &str = include_str!("../../examples/python/word_count.toml");
@@ -329,5 +329,130 @@ fn python_word_count_is_listed_and_checked() {
             "{expected}:\n{}",
             run.stdout
         );
+    }
+}
+
+/// The secret the fetch tests' manifests add as a header (cordon's environment holds it).
+const SECRET: (&str, &str) = ("CORDON_TEST_FETCH_SECRET", "s3cret-4207-value");
+
+/// `cordon` with the `fetch` example under `manifest`, the user's `consent` for it, and the
+/// names `pkg.test` and `other.test` mapped to 127.0.0.1.
+fn fetch_cordon(manifest: &str, consent: &str) -> (Cordon, TempDir) {
+    let component = wasm_components(&["fetch"]).join("fetch.wasm");
+    let plugins = plugin_dir("fetch", &component, manifest);
+    let config = plugins.path().join("config.toml");
+    std::fs::write(&config, format!("[plugins.fetch]\n{consent}")).unwrap();
+    let cordon = Cordon::new()
+        .with_args(&[
+            "--plugins",
+            plugins.path().to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--add-host",
+            "pkg.test=127.0.0.1",
+            "--add-host",
+            "other.test=127.0.0.1",
+        ])
+        .with_env(SECRET.0, SECRET.1);
+    (cordon, plugins)
+}
+
+fn fetch_manifest(port: u16) -> String {
+    format!(
+        "tools = [\"fetch\"]\n[grants]\nhttp = [\"pkg.test:{port}\"]\n\
+         [grants.http_headers.\"pkg.test\"]\nAuthorization = \"Bearer ${{{}}}\"\n",
+        SECRET.0
+    )
+}
+
+#[test]
+fn fetch_reaches_its_granted_host_with_a_secret_it_never_holds() {
+    let (server, other) = (Server::start(), Server::start());
+    let p = server.port;
+    let (c, _plugins) = fetch_cordon(
+        &fetch_manifest(p),
+        &format!(
+            "allow_http = [\"pkg.test:{p}\"]\nallow_secrets = [\"{}\"]\n",
+            SECRET.0
+        ),
+    );
+    let run = c.call("fetch", json!({"url": format!("http://pkg.test:{p}/page")}));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "Test page\n\nHello\n\nfish & chips\n");
+
+    // The host added the header; the server's echo of it reaches the model redacted.
+    let run = c.call("fetch", json!({"url": format!("http://pkg.test:{p}/echo")}));
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent = format!("authorization: Bearer {}", SECRET.1);
+    assert!(
+        server.heads()[1]
+            .to_ascii_lowercase()
+            .contains(&sent.to_ascii_lowercase())
+    );
+    assert!(!run.stdout.contains(SECRET.1), "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("Bearer [redacted: {}]", SECRET.0)),
+        "{run:?}"
+    );
+
+    // Another name for the same address, another port: refused, nothing sent.
+    for url in [
+        format!("http://other.test:{p}/no"),
+        format!("http://pkg.test:{}/no", other.port),
+        format!("http://127.0.0.1:{p}/no"),
+    ] {
+        let run = c.call("fetch", json!({ "url": url }));
+        assert_eq!(run.code, 1, "{run:?}");
+        assert!(run.stdout.contains("cordon refused the request"), "{run:?}");
+    }
+    assert_eq!(server.heads().len(), 2);
+    assert!(other.heads().is_empty());
+
+    // The secret is redacted from every tool's output, bash's included.
+    let bash = Cordon::new()
+        .with_args(&[
+            "--plugins",
+            _plugins.path().to_str().unwrap(),
+            "--bash-env",
+            SECRET.0,
+        ])
+        .with_args(&[
+            "--config",
+            _plugins.path().join("config.toml").to_str().unwrap(),
+        ])
+        .with_env(SECRET.0, SECRET.1);
+    let run = bash.call("bash", json!({"command": format!("echo ${}", SECRET.0)}));
+    assert_eq!(run.stdout, format!("[redacted: {}]\n", SECRET.0), "{run:?}");
+}
+
+#[test]
+fn a_plugin_importing_http_loads_only_with_its_grant_and_the_users_consent() {
+    let port = 80;
+    let cases = [
+        // No grant at all: the import is refused at load.
+        (
+            "tools = [\"fetch\"]\n".to_string(),
+            String::new(),
+            "wasi:http",
+        ),
+        // A host the user did not allow.
+        (
+            fetch_manifest(port),
+            format!("allow_secrets = [\"{}\"]\n", SECRET.0),
+            "allow_http = [\"pkg.test:80\"]",
+        ),
+        // A secret the user did not allow.
+        (
+            fetch_manifest(port),
+            "allow_http = [\"pkg.test:80\"]\n".to_string(),
+            "allow_secrets = [\"CORDON_TEST_FETCH_SECRET\"]",
+        ),
+    ];
+    for (manifest, consent, expected) in cases {
+        let (c, _plugins) = fetch_cordon(&manifest, &consent);
+        let run = c.run(&["tools"]);
+        assert_ne!(run.code, 0, "{run:?}");
+        assert!(run.stderr.contains(expected), "{expected}: {run:?}");
     }
 }

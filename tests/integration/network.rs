@@ -2,52 +2,9 @@
 //! and nothing else; a refusal is a line of the output that names the option. The servers
 //! are the test's own, on 127.0.0.1 only; `--add-host` maps test names to them.
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
-
 use serde_json::json;
 
-use crate::util::Cordon;
-
-/// An HTTP server on 127.0.0.1 that answers `served PATH` and keeps each request head.
-struct Server {
-    port: u16,
-    heads: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    fn start() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let heads = Arc::new(Mutex::new(Vec::new()));
-        let kept = heads.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let path = head.split(' ').nth(1).unwrap_or("?").to_string();
-                kept.lock().unwrap().push(head);
-                let body = format!("served {path}\n");
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            }
-        });
-        Server { port, heads }
-    }
-
-    fn heads(&self) -> Vec<String> {
-        self.heads.lock().unwrap().clone()
-    }
-}
+use crate::util::{Cordon, Server};
 
 fn bash(c: &Cordon, command: &str) -> String {
     let run = c.call("bash", json!({ "command": command }));

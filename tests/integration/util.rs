@@ -1,7 +1,10 @@
 //! The harness: a throwaway workspace and a way to run `cordon` in it.
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 
 use tempfile::TempDir;
 
@@ -238,4 +241,54 @@ pub fn plugin_dir(name: &str, from: &Path, manifest: &str) -> TempDir {
     std::fs::copy(from, dir.path().join(format!("{name}.wasm"))).unwrap();
     std::fs::write(dir.path().join(format!("{name}.toml")), manifest).unwrap();
     dir
+}
+
+/// The page [`Server`] answers `/page` with.
+pub const PAGE: &str = "<html><head><title>Test page</title><script>x()</script></head>\
+    <body><h1>Hello</h1><p>fish &amp; chips</p></body></html>";
+
+/// An HTTP server on 127.0.0.1 that keeps each request head and answers `/echo` with that
+/// head, `/page` with a small HTML page, and any other path with `served PATH`.
+pub struct Server {
+    pub port: u16,
+    heads: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let kept = heads.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let path = head.split(' ').nth(1).unwrap_or("?").to_string();
+                let (kind, body) = match path.as_str() {
+                    "/echo" => ("text/plain", head.clone()),
+                    "/page" => ("text/html; charset=utf-8", PAGE.to_string()),
+                    _ => ("text/plain", format!("served {path}\n")),
+                };
+                kept.lock().unwrap().push(head);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Server { port, heads }
+    }
+
+    /// The request heads received so far, in order.
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
 }

@@ -4,6 +4,7 @@
 //! it, so an ungranted capability is not merely refused at call time: the plugin cannot load.
 
 pub mod files;
+pub mod http;
 pub mod shell;
 
 use wasmtime::component::{HasSelf, Linker};
@@ -21,6 +22,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasm
     }
     if grants.shell.is_some() {
         tool::shell::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
+    }
+    if grants.http.is_some() {
+        http::add_to_linker(linker)?;
     }
     Ok(())
 }
