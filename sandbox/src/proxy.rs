@@ -228,13 +228,16 @@ struct Request {
     forward: Option<Vec<u8>>,
 }
 
-/// Headers that concern the hop to the proxy, not the origin server.
-const HOP_BY_HOP: [&str; 5] = [
+/// Headers dropped from a forwarded request: those of the hop to the proxy, and `Host`, which
+/// the proxy writes itself from the URL it checked (a server that routes by `Host` would
+/// otherwise serve a name that was never allowed).
+const DROPPED: [&str; 6] = [
     "connection",
     "keep-alive",
     "proxy-connection",
     "proxy-authorization",
     "te",
+    "host",
 ];
 
 impl Request {
@@ -269,6 +272,10 @@ impl Request {
         };
         let split = rest.find(['/', '?']).unwrap_or(rest.len());
         let (host, port) = authority(&rest[..split], Some(80))?;
+        let checked = match host.contains(':') {
+            true => format!("[{host}]:{port}"),
+            false => format!("{host}:{port}"),
+        };
         let path = match &rest[split..] {
             "" => "/".to_string(),
             p if p.starts_with('?') => format!("/{p}"),
@@ -276,11 +283,9 @@ impl Request {
         };
         let mut forward =
             format!("{method} {path} HTTP/1.{}\r\n", parsed.version.unwrap_or(1)).into_bytes();
+        forward.extend_from_slice(format!("Host: {checked}\r\n").as_bytes());
         for header in parsed.headers.iter() {
-            if HOP_BY_HOP
-                .iter()
-                .any(|h| header.name.eq_ignore_ascii_case(h))
-            {
+            if DROPPED.iter().any(|h| header.name.eq_ignore_ascii_case(h)) {
                 continue;
             }
             forward.extend_from_slice(header.name.as_bytes());
@@ -411,7 +416,7 @@ mod tests {
         assert_eq!((connect.host.as_str(), connect.port), ("pypi.org", 443));
         assert!(connect.forward.is_none());
         let get = Request::parse(
-            b"GET http://pkg.test:8080?q=1 HTTP/1.1\r\nHost: pkg.test:8080\r\n\
+            b"GET http://pkg.test:8080?q=1 HTTP/1.1\r\nHost: elsewhere.test\r\n\
               Proxy-Connection: keep-alive\r\nAccept: */*\r\n\r\n",
         )
         .unwrap();
