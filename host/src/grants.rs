@@ -12,6 +12,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 use crate::bindings::interface;
+use crate::shell::Allowlist;
 use crate::shell::protect::Guard;
 
 /// One directory a plugin may use.
@@ -33,7 +34,7 @@ pub struct Grants {
     /// The shell capability and the confinement its commands run under; none: not granted.
     pub shell: Option<Arc<crate::shell::Policy>>,
     /// The hosts it may send HTTP requests to, and the headers the host adds; none: no HTTP.
-    pub http: Option<Arc<crate::caps::http::HttpGrant>>,
+    pub http: Option<Arc<HttpGrant>>,
     /// Environment variables the plugin sees (none by default).
     pub env: Vec<(String, String)>,
     /// cordon's own files and directories (resolved, see [`crate::own`]): never written by the
@@ -103,6 +104,56 @@ impl Grants {
     }
 }
 
+/// What a plugin may reach over HTTP, and the headers the host adds for it.
+#[derive(Clone, Debug, Default)]
+pub struct HttpGrant {
+    /// The hosts and ports (the manifest's `http`), with the user's `--add-host` names.
+    pub allowlist: Allowlist,
+    /// Headers added to requests for one host: (host name, header name, value template).
+    pub headers: Vec<SecretHeader>,
+}
+
+/// A header the host adds to each request for `host`; `${NAME}` in its value is the value of
+/// cordon's environment variable `NAME` at the time of the request.
+#[derive(Clone, Debug)]
+pub struct SecretHeader {
+    pub host: String,
+    pub name: http::HeaderName,
+    pub template: String,
+}
+
+impl SecretHeader {
+    /// The variables its value names.
+    pub fn variables(template: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut rest = template;
+        while let Some(start) = rest.find("${") {
+            let Some(end) = rest[start..].find('}') else {
+                break;
+            };
+            names.push(rest[start + 2..start + end].to_string());
+            rest = &rest[start + end + 1..];
+        }
+        names
+    }
+
+    /// Its value now, or the variable that is not set.
+    pub(crate) fn value(&self) -> Result<http::HeaderValue, String> {
+        let mut value = self.template.clone();
+        for name in Self::variables(&self.template) {
+            let secret = std::env::var(&name)
+                .map_err(|_| format!("the secret {name} of the {} header is not set", self.name))?;
+            value = value.replace(&format!("${{{name}}}"), &secret);
+        }
+        http::HeaderValue::from_str(&value).map_err(|_| {
+            format!(
+                "the {} header's value is not a valid header value",
+                self.name
+            )
+        })
+    }
+}
+
 /// Handles on a plugin's read-write directories, opened once when the plugin is loaded, and
 /// the workspace's protection.
 #[derive(Default)]
@@ -168,5 +219,19 @@ impl Root {
     pub(crate) fn is_own(&self, resolved: &Path) -> bool {
         let rel = resolved.strip_prefix(&self.path).unwrap_or(resolved);
         self.own.iter().any(|p| rel.starts_with(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_templates_name_their_variables() {
+        assert_eq!(
+            SecretHeader::variables("Bearer ${GITHUB_TOKEN} and ${X}"),
+            vec!["GITHUB_TOKEN".to_string(), "X".to_string()]
+        );
+        assert!(SecretHeader::variables("plain").is_empty());
     }
 }

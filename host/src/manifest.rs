@@ -17,9 +17,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
-use crate::caps::http::{HttpGrant, SecretHeader};
 use crate::config::{self, Config, Consent};
-use crate::grants::Grants;
+use crate::grants::{Grants, HttpGrant, SecretHeader};
 use crate::options::Options;
 use crate::shell::{Allowlist, Pattern};
 use crate::spec::{Limits, Source, Spec};

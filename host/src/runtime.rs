@@ -12,9 +12,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::bindings::cordon::tool::types::{Context, Diff, Location};
-use crate::caps::http::SecretHeader;
 use crate::config::Config;
 use crate::engine::{Cache, Engine};
+use crate::grants::SecretHeader;
 use crate::manifest::{self, Refusal};
 use crate::options::Options;
 use crate::own::{self, Own};

@@ -12,8 +12,8 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::grants::Grants;
 use crate::grants::Roots;
+use crate::grants::{Grants, HttpGrant};
 
 /// How much of a plugin's stdout and stderr (together) is kept for the log.
 const CAPTURE_BYTES: usize = 64 * 1024;
@@ -40,8 +40,13 @@ pub(crate) struct State {
     /// Asked whether the plugin's shell commands may reach a host off their allowlist.
     pub(crate) asker: Option<crate::shell::Asker>,
     http: WasiHttpCtx,
-    /// Decide the plugin's HTTP requests by its grant.
-    hooks: crate::caps::http::Hooks,
+    hooks: HttpHooks,
+}
+
+/// The `wasi:http` hooks of one instance ([`crate::caps::http`]): its grant decides every
+/// request.
+pub(crate) struct HttpHooks {
+    pub grant: Option<Arc<HttpGrant>>,
 }
 
 impl State {
@@ -75,7 +80,7 @@ impl State {
             wasi.preopened_dir(&dir.path, &*path, perms)
                 .map_err(std::io::Error::other)?;
         }
-        let hooks = crate::caps::http::Hooks {
+        let hooks = HttpHooks {
             grant: grants.http.clone(),
         };
         Ok(State {

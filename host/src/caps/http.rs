@@ -23,9 +23,9 @@ use wasmtime::component::Linker;
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
-use crate::shell::Allowlist;
+use crate::grants::HttpGrant;
 use crate::shell::egress::Refusal;
-use crate::state::State;
+use crate::state::{HttpHooks, State};
 
 /// The largest response body a plugin receives; beyond it the body ends in an error.
 pub const MAX_BODY: usize = 16 << 20;
@@ -33,67 +33,12 @@ pub const MAX_BODY: usize = 16 << 20;
 /// How long connecting (TCP and TLS) to a host may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What a plugin may reach over HTTP, and the headers the host adds for it.
-#[derive(Clone, Debug, Default)]
-pub struct HttpGrant {
-    /// The hosts and ports (the manifest's `http`), with the user's `--add-host` names.
-    pub allowlist: Allowlist,
-    /// Headers added to requests for one host: (host name, header name, value template).
-    pub headers: Vec<SecretHeader>,
-}
-
-/// A header the host adds to each request for `host`; `${NAME}` in its value is the value of
-/// cordon's environment variable `NAME` at the time of the request.
-#[derive(Clone, Debug)]
-pub struct SecretHeader {
-    pub host: String,
-    pub name: http::HeaderName,
-    pub template: String,
-}
-
-impl SecretHeader {
-    /// The variables its value names.
-    pub fn variables(template: &str) -> Vec<String> {
-        let mut names = Vec::new();
-        let mut rest = template;
-        while let Some(start) = rest.find("${") {
-            let Some(end) = rest[start..].find('}') else {
-                break;
-            };
-            names.push(rest[start + 2..start + end].to_string());
-            rest = &rest[start + end + 1..];
-        }
-        names
-    }
-
-    /// Its value now, or the variable that is not set.
-    fn value(&self) -> Result<http::HeaderValue, String> {
-        let mut value = self.template.clone();
-        for name in Self::variables(&self.template) {
-            let secret = std::env::var(&name)
-                .map_err(|_| format!("the secret {name} of the {} header is not set", self.name))?;
-            value = value.replace(&format!("${{{name}}}"), &secret);
-        }
-        http::HeaderValue::from_str(&value).map_err(|_| {
-            format!(
-                "the {} header's value is not a valid header value",
-                self.name
-            )
-        })
-    }
-}
-
 /// Links `wasi:http` for a plugin whose grants include HTTP.
 pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
 }
 
-/// The `wasi:http` hooks of one instance: its grant decides every request.
-pub(crate) struct Hooks {
-    pub grant: Option<Arc<HttpGrant>>,
-}
-
-impl WasiHttpHooks for Hooks {
+impl WasiHttpHooks for HttpHooks {
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -232,18 +177,4 @@ fn tls_connector() -> tokio_rustls::TlsConnector {
         )
     });
     tokio_rustls::TlsConnector::from(config.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn header_templates_name_their_variables() {
-        assert_eq!(
-            SecretHeader::variables("Bearer ${GITHUB_TOKEN} and ${X}"),
-            vec!["GITHUB_TOKEN".to_string(), "X".to_string()]
-        );
-        assert!(SecretHeader::variables("plain").is_empty());
-    }
 }
