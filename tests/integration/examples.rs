@@ -376,7 +376,11 @@ fn fetch_reaches_its_granted_host_with_a_secret_it_never_holds() {
             SECRET.0
         ),
     );
-    let run = c.call("fetch", json!({"url": format!("http://pkg.test:{p}/page")}));
+    // A redirect is followed (and decided again).
+    let run = c.call(
+        "fetch",
+        json!({"url": format!("http://pkg.test:{p}/moved")}),
+    );
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stdout, "Test page\n\nHello\n\nfish & chips\n");
 
@@ -385,7 +389,7 @@ fn fetch_reaches_its_granted_host_with_a_secret_it_never_holds() {
     assert_eq!(run.code, 0, "{run:?}");
     let sent = format!("authorization: Bearer {}", SECRET.1);
     assert!(
-        server.heads()[1]
+        server.heads()[2]
             .to_ascii_lowercase()
             .contains(&sent.to_ascii_lowercase())
     );
@@ -406,7 +410,7 @@ fn fetch_reaches_its_granted_host_with_a_secret_it_never_holds() {
         assert_eq!(run.code, 1, "{run:?}");
         assert!(run.stdout.contains("cordon refused the request"), "{run:?}");
     }
-    assert_eq!(server.heads().len(), 2);
+    assert_eq!(server.heads().len(), 3);
     assert!(other.heads().is_empty());
 
     // The secret is redacted from every tool's output, bash's included.

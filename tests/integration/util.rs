@@ -248,7 +248,8 @@ pub const PAGE: &str = "<html><head><title>Test page</title><script>x()</script>
     <body><h1>Hello</h1><p>fish &amp; chips</p></body></html>";
 
 /// An HTTP server on 127.0.0.1 that keeps each request head and answers `/echo` with that
-/// head, `/page` with a small HTML page, and any other path with `served PATH`.
+/// head, `/page` with a small HTML page, `/moved` with a redirect to `/page`, and any other
+/// path with `served PATH`.
 pub struct Server {
     pub port: u16,
     heads: Arc<Mutex<Vec<String>>>,
@@ -270,15 +271,16 @@ impl Server {
                 }
                 let head = String::from_utf8_lossy(&head).into_owned();
                 let path = head.split(' ').nth(1).unwrap_or("?").to_string();
-                let (kind, body) = match path.as_str() {
-                    "/echo" => ("text/plain", head.clone()),
-                    "/page" => ("text/html; charset=utf-8", PAGE.to_string()),
-                    _ => ("text/plain", format!("served {path}\n")),
+                let (status, kind, body) = match path.as_str() {
+                    "/echo" => ("200 OK", "text/plain", head.clone()),
+                    "/page" => ("200 OK", "text/html; charset=utf-8", PAGE.to_string()),
+                    "/moved" => ("302 Found\r\nLocation: /page", "text/plain", String::new()),
+                    _ => ("200 OK", "text/plain", format!("served {path}\n")),
                 };
                 kept.lock().unwrap().push(head);
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+                    "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
                      Connection: close\r\n\r\n{body}",
                     body.len()
                 );

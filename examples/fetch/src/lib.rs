@@ -16,6 +16,8 @@ use wasi::io::streams::StreamError;
 
 /// The most bytes of a body read; the host bounds it too.
 const MAX_BODY: usize = 4 << 20;
+/// The most redirects followed for one call.
+const MAX_REDIRECTS: usize = 5;
 
 /// The `fetch` tool.
 pub struct Fetch;
@@ -32,7 +34,7 @@ pub struct Input {
 }
 
 const DESCRIPTION: &str = "GET a URL (http or https) on a host this plugin is allowed to \
-reach and return its body as text: HTML is reduced to readable text (scripts, styles and tags \
+reach and return its body as text (redirects followed, at most 5): HTML is reduced to readable text (scripts, styles and tags \
 dropped, headings and list items on lines of their own) unless `raw` is set; other text and JSON \
 are returned as they are; binary content is described, not shown. A status other than 2xx is a \
 failure that shows the status and the body. A host outside the plugin's grant is refused by \
@@ -56,7 +58,15 @@ impl Tool for Fetch {
     }
 
     fn call(input: Input, _context: &Context) -> Result<Outcome, String> {
-        let page = get(&input.url)?;
+        let mut url = input.url.clone();
+        let mut page = get(&url)?;
+        for _ in 0..MAX_REDIRECTS {
+            let Some(next) = page.location.as_deref().map(|l| join(&url, l)) else {
+                break;
+            };
+            url = next;
+            page = get(&url)?;
+        }
         let text = match page.content_type.split(';').next().map(str::trim) {
             Some("text/html" | "application/xhtml+xml") if !input.raw => {
                 readable(&String::from_utf8_lossy(&page.body))
@@ -77,8 +87,8 @@ impl Tool for Fetch {
             Ok(Outcome::success(text))
         } else {
             Ok(Outcome::failure(format!(
-                "{} answered HTTP {}:\n{text}",
-                input.url, page.status
+                "{url} answered HTTP {}:\n{text}",
+                page.status
             )))
         }
     }
@@ -91,6 +101,31 @@ struct Page {
     status: u16,
     content_type: String,
     body: Vec<u8>,
+    /// Where a redirect points.
+    location: Option<String>,
+}
+
+/// `location` (absolute, or relative to the host or the path of `base`) as an absolute URL.
+fn join(base: &str, location: &str) -> String {
+    if location.starts_with("http://") || location.starts_with("https://") {
+        return location.to_string();
+    }
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    let host_end = base[scheme_end..]
+        .find(['/', '?', '#'])
+        .map_or(base.len(), |i| scheme_end + i);
+    if let Some(path) = location.strip_prefix("//") {
+        return format!("{}{path}", &base[..scheme_end]);
+    }
+    if location.starts_with('/') {
+        return format!("{}{location}", &base[..host_end]);
+    }
+    let dir_end = base[host_end..]
+        .split(['?', '#'])
+        .next()
+        .and_then(|path| path.rfind('/'))
+        .map_or(host_end, |i| host_end + i);
+    format!("{}/{location}", &base[..dir_end])
 }
 
 fn get(url: &str) -> Result<Page, String> {
@@ -145,12 +180,13 @@ fn get(url: &str) -> Result<Page, String> {
         .map_err(|()| format!("cannot fetch {url}: the response was already taken"))?
         .map_err(|e| failure(url, &e))?;
     let status = response.status();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .first()
-        .map(|v| String::from_utf8_lossy(v).to_ascii_lowercase())
-        .unwrap_or_default();
+    let header = |name: &str| {
+        (response.headers().get(name).first()).map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    let content_type = header("content-type")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let location = header("location").filter(|_| matches!(status, 301..=303 | 307 | 308));
     let incoming = response
         .consume()
         .map_err(|()| format!("cannot read the body of {url}"))?;
@@ -184,6 +220,7 @@ fn get(url: &str) -> Result<Page, String> {
         status,
         content_type,
         body,
+        location,
     })
 }
 
@@ -345,6 +382,19 @@ mod tests {
             readable(html),
             "A & B\n\nHead\n\nOne two\nthree\n\n- first\n\n- second — A\n"
         );
+    }
+
+    #[test]
+    fn redirects_resolve_against_the_page() {
+        let base = "https://docs.rs/serde/1.0/serde/index.html?x";
+        assert_eq!(join(base, "https://a.org/b"), "https://a.org/b");
+        assert_eq!(join(base, "//cdn.org/x"), "https://cdn.org/x");
+        assert_eq!(join(base, "/crate/serde"), "https://docs.rs/crate/serde");
+        assert_eq!(
+            join(base, "de/index.html"),
+            "https://docs.rs/serde/1.0/serde/de/index.html"
+        );
+        assert_eq!(join("https://docs.rs", "serde"), "https://docs.rs/serde");
     }
 
     #[test]
