@@ -472,3 +472,29 @@ fn limits_out_of_their_range_are_refused_at_load() {
         run.stderr
     );
 }
+
+#[test]
+fn a_plugin_granted_a_secret_header_never_holds_the_secret() {
+    let dir = plugin_dir(
+        "hostile",
+        &component("hostile"),
+        &format!(
+            "{HOSTILE_TOOLS}\n[grants]\nhttp = [\"pkg.test\"]\n\
+             [grants.http_headers.\"pkg.test\"]\nAuthorization = \"Bearer ${{CORDON_TEST_HELD}}\"\n"
+        ),
+    );
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[plugins.hostile]\nallow_http = [\"pkg.test\"]\nallow_secrets = [\"CORDON_TEST_HELD\"]\n",
+    )
+    .unwrap();
+    let cordon = Cordon::new()
+        .with_args(&["--plugins", dir.path().to_str().unwrap()])
+        .with_args(&["--config", config.to_str().unwrap()])
+        .with_env("CORDON_TEST_HELD", "held-secret-value");
+    let run = cordon.call("env", json!({}));
+    assert_eq!(run.code, 0, "{run:?}");
+    // Not in its environment (the value would be redacted from the output; the name would not).
+    assert!(!run.stdout.contains("CORDON_TEST_HELD"), "{run:?}");
+}
