@@ -209,10 +209,7 @@ pub enum Refusal {
 impl Allowlist {
     /// The addresses to connect to for the client's `host` and `port`, each checked.
     pub fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
-        let target = match host.contains(':') {
-            true => format!("[{}]:{port}", host.trim_matches(['[', ']'])),
-            false => format!("{host}:{port}"),
-        };
+        let target = format!("{}:{port}", bracketed(host));
         let Some(asked) = Asked::parse(host).filter(|asked| self.listed(asked, port)) else {
             return Err(Refusal::Unlisted(Blocked {
                 line: format!(
@@ -290,12 +287,17 @@ impl Allowlist {
     }
 }
 
-/// The `--allow-domain` value that would allow `host:port`.
-fn suggestion(host: &str, port: u16) -> String {
-    let host = match host.contains(':') {
+/// `host` as it is written before `:PORT`: an IPv6 address in brackets.
+pub fn bracketed(host: &str) -> String {
+    match host.contains(':') {
         true => format!("[{}]", host.trim_matches(['[', ']'])),
         false => host.to_string(),
-    };
+    }
+}
+
+/// The `--allow-domain` value that would allow `host:port`.
+fn suggestion(host: &str, port: u16) -> String {
+    let host = bracketed(host);
     match DEFAULT_PORTS.contains(&port) {
         true => host,
         false => format!("{host}:{port}"),

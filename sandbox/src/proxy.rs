@@ -28,7 +28,7 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
-use super::egress::{Allowlist, Blocked, Refusal};
+use super::egress::{self, Allowlist, Blocked, Refusal};
 use super::wire;
 
 /// The proxy's port on the loopback of every command's network namespace.
@@ -272,10 +272,7 @@ impl Request {
         };
         let split = rest.find(['/', '?']).unwrap_or(rest.len());
         let (host, port) = authority(&rest[..split], Some(80))?;
-        let checked = match host.contains(':') {
-            true => format!("[{host}]:{port}"),
-            false => format!("{host}:{port}"),
-        };
+        let checked = format!("{}:{port}", egress::bracketed(&host));
         let path = match &rest[split..] {
             "" => "/".to_string(),
             p if p.starts_with('?') => format!("/{p}"),

@@ -327,10 +327,7 @@ impl Session {
     /// Whether a command may reach `host:port`, which its allowlist does not name: the
     /// session's "always" answer for it, else the user's.
     async fn allow_host(&mut self, id: &str, host: &str, port: u16, ask: &mut impl Ask) -> bool {
-        let target = match host.contains(':') {
-            true => format!("[{host}]:{port}"),
-            false => format!("{host}:{port}"),
-        };
+        let target = format!("{}:{port}", crate::shell::egress::bracketed(host));
         if let Some(&allowed) = self.hosts.get(&target) {
             return allowed;
         }
