@@ -50,6 +50,15 @@ pub fn effective_kind(declared: Kind, grants: &Grants) -> Kind {
     }
 }
 
+/// Whether `error` comes from a resource the kernel reported busy (`EBUSY`).
+fn busy(error: &wasmtime::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(libc::EBUSY))
+    })
+}
+
 /// A loaded plugin, ready to run calls.
 pub struct Plugin {
     core: Arc<Core>,
@@ -108,8 +117,20 @@ impl Plugin {
             roots: Arc::new(roots),
             limits,
         };
-        // Once, at load: it may run on the front door's thread.
-        let declarations = core.declarations().await.map_err(load_error)?;
+        // Once, at load: it may run on the front door's thread. The first instance also builds
+        // the memory images, which the kernel may for a moment refuse to seal (EBUSY while it
+        // still holds references to the pages just written; seen once on Linux 6.18 with a
+        // 40 MB image). wasmtime keeps no failure, so a second try builds the images anew.
+        let mut tries = 0;
+        let declarations = loop {
+            match core.declarations().await {
+                Err(e) if tries < 3 && busy(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(20 * tries)).await;
+                }
+                done => break done.map_err(load_error)?,
+            }
+        };
         let mut tools = Vec::with_capacity(declarations.len());
         for declaration in declarations {
             let schema = InputSchema::compile(&declaration.input_schema).map_err(|source| {
@@ -295,4 +316,18 @@ impl Core {
 fn ticks(duration: Duration) -> u64 {
     let ticks = duration.as_nanos().div_ceil(TICK.as_nanos());
     u64::try_from(ticks).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_busy_resource_is_tried_again() {
+        let io = |code| std::io::Error::from_raw_os_error(code);
+        let sealing = wasmtime::Error::from(io(libc::EBUSY)).context("cannot add seals");
+        assert!(busy(&sealing));
+        assert!(!busy(&wasmtime::Error::from(io(libc::ENOMEM))));
+        assert!(!busy(&wasmtime::Error::msg("unknown import")));
+    }
 }
