@@ -119,8 +119,9 @@ impl Plugin {
         };
         // Once, at load: it may run on the front door's thread. The first instance also builds
         // the memory images, which the kernel may for a moment refuse to seal (EBUSY while it
-        // still holds references to the pages just written; seen once on Linux 6.18 with a
-        // 40 MB image). wasmtime keeps no failure, so a second try builds the images anew.
+        // still holds references to the pages just written; seen once on Linux 6.18, loading
+        // the 18 MB Python example). wasmtime keeps no failure, so a second try builds the
+        // images anew.
         let mut tries = 0;
         let declarations = loop {
             match core.declarations().await {
