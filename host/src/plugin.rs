@@ -224,6 +224,8 @@ pub struct Answer {
     pub sandbox: Vec<crate::shell::Layer>,
     /// The connections the proxy refused to the shell commands of the call.
     pub blocked: Vec<crate::shell::Blocked>,
+    /// The refusals of the plugin's own writes to protected paths, one per path.
+    pub protected: Vec<String>,
 }
 
 impl Core {
@@ -254,6 +256,7 @@ impl Core {
                 outcome,
                 sandbox: std::mem::take(&mut store.data_mut().sandbox),
                 blocked: std::mem::take(&mut store.data_mut().blocked),
+                protected: std::mem::take(&mut store.data_mut().protected),
             }),
             Err(_) => Err(self.over_time()),
             Ok(Err(e)) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {

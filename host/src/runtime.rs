@@ -419,14 +419,22 @@ impl Runtime {
             outcome,
             sandbox,
             blocked,
+            mut protected,
         } = answer;
+        let mut output = output::finish(
+            &output::redact(&outcome.output, &self.secrets),
+            outcome.trailer.as_deref(),
+            self.max_output,
+            outcome.omitted_bytes,
+        );
+        // What the plugin itself was refused (it saw only `not-permitted`), once per path.
+        protected.sort();
+        protected.dedup();
+        for refusal in protected {
+            output.push_str(&format!("\n[cordon: refused: {refusal}]"));
+        }
         CallOutcome {
-            output: output::finish(
-                &output::redact(&outcome.output, &self.secrets),
-                outcome.trailer.as_deref(),
-                self.max_output,
-                outcome.omitted_bytes,
-            ),
+            output,
             failed: outcome.failed,
             locations: outcome.locations,
             diff: outcome.diff,

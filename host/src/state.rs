@@ -37,6 +37,8 @@ pub(crate) struct State {
     pub(crate) sandbox: Vec<crate::shell::Layer>,
     /// The connections the proxy refused to the plugin's shell commands.
     pub(crate) blocked: Vec<crate::shell::Blocked>,
+    /// The refusals of the plugin's own writes to protected paths ([`crate::caps::fs`]).
+    pub(crate) protected: Vec<String>,
     /// Asked whether the plugin's shell commands may reach a host off their allowlist.
     pub(crate) asker: Option<crate::shell::Asker>,
     http: WasiHttpCtx,
@@ -96,6 +98,7 @@ impl State {
             dry_run,
             sandbox: Vec::new(),
             blocked: Vec::new(),
+            protected: Vec::new(),
             asker: None,
             http: WasiHttpCtx::new(),
             hooks,

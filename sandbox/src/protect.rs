@@ -70,6 +70,8 @@ pub enum Rule {
     Git(&'static str),
     /// A `.git` file, which points git at another git directory.
     GitLink,
+    /// A git directory itself, moved: its protected entries would leave their rule with it.
+    GitDir,
     /// An entry of the workspace root ([`ROOT_NAMES`]).
     Root(&'static str),
 }
@@ -85,6 +87,9 @@ impl Rule {
             }
             Rule::Git(_) => "git's info directory changes what git runs and shows",
             Rule::GitLink => "a .git file points git at another git directory",
+            Rule::GitDir => {
+                "moving a git directory would take its hooks and config out of their protection"
+            }
             Rule::Root(".envrc") => "direnv runs it when you enter the directory",
             Rule::Root(".vscode" | ".idea" | ".devcontainer") => {
                 "your editor runs the tasks and settings it holds"
@@ -191,6 +196,20 @@ impl Guard {
         (name == ".git" && !is_dir(&dir.join(name)))
             .then(|| self.covered(dir.join(name), Rule::GitLink))
             .flatten()
+    }
+
+    /// The protection that covers moving or renaming `path` (absolute): that of
+    /// [`Guard::rule_for`], or, for a git directory, the whole directory, since renamed it
+    /// would no longer be one and its hooks and config could be changed, then moved back.
+    pub fn rule_for_move(&self, path: &Path) -> Option<Protected> {
+        let path = normalize(path);
+        self.rule_for(&path).or_else(|| {
+            (path.starts_with(&self.workspace)
+                && path.file_name().is_some_and(|n| n == ".git")
+                && is_dir(&path))
+            .then(|| self.covered(path.clone(), Rule::GitDir))
+            .flatten()
+        })
     }
 
     fn covered(&self, path: PathBuf, rule: Rule) -> Option<Protected> {
@@ -325,6 +344,19 @@ mod tests {
         assert_eq!(rule(".git/HEAD"), None);
         assert_eq!(rule("src/.vscode/x"), None);
         assert_eq!(rule("no-repo/.git/config"), None);
+    }
+
+    #[test]
+    fn a_git_directory_may_not_be_moved_but_its_objects_may() {
+        let (_dir, guard) = workspace();
+        let ws = guard.workspace().to_path_buf();
+        let rule = |p: &str| guard.rule_for_move(&ws.join(p)).map(|p| p.rule);
+        assert_eq!(rule(".git"), Some(Rule::GitDir));
+        assert_eq!(rule("sub/.git"), Some(Rule::GitDir));
+        assert_eq!(rule(".git/hooks"), Some(Rule::Git("hooks")));
+        assert_eq!(rule(".vscode"), Some(Rule::Root(".vscode")));
+        assert_eq!(rule(".git/objects/ab"), None);
+        assert_eq!(rule("sub"), None);
     }
 
     #[test]

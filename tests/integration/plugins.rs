@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::util::{Cordon, plugin_dir, wasm_components};
 
-const HOSTILE_TOOLS: &str = r#"tools = ["spin", "hog", "flood", "crash", "read_path", "write_path", "sneak", "open_path", "env"]"#;
+const HOSTILE_TOOLS: &str = r#"tools = ["spin", "hog", "flood", "crash", "read_path", "write_path", "sneak", "open_path", "env", "change"]"#;
 
 fn component(package: &str) -> PathBuf {
     wasm_components(&[package]).join(format!("{package}.wasm"))
@@ -26,12 +26,17 @@ fn refused_at_load(name: &str, package: &str, manifest: &str) -> String {
 
 /// A workspace with the hostile plugin loaded under `manifest` (after the tools line).
 pub(crate) fn hostile(manifest: &str) -> (Cordon, tempfile::TempDir) {
+    with_hostile(Cordon::new(), manifest)
+}
+
+/// `cordon` with the hostile plugin loaded under `manifest`, and the plugins' directory.
+pub(crate) fn with_hostile(cordon: Cordon, manifest: &str) -> (Cordon, tempfile::TempDir) {
     let dir = plugin_dir(
         "hostile",
         &component("hostile"),
         &format!("{HOSTILE_TOOLS}\n{manifest}"),
     );
-    let cordon = Cordon::new().with_args(&["--plugins", dir.path().to_str().unwrap()]);
+    let cordon = cordon.with_args(&["--plugins", dir.path().to_str().unwrap()]);
     (cordon, dir)
 }
 

@@ -4,6 +4,7 @@
 //! it, so an ungranted capability is not merely refused at call time: the plugin cannot load.
 
 pub mod files;
+mod fs;
 pub mod http;
 pub mod shell;
 
@@ -16,6 +17,9 @@ use crate::state::State;
 /// Links WASI and the capabilities `grants` allows into `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)?;
+    if grants.guard.is_some() && grants.dirs.iter().any(|d| d.writable) {
+        fs::add_to_linker(linker)?;
+    }
     tool::types::add_to_linker::<State, HasSelf<State>>(linker, |s| s)?;
     if grants.files() {
         files::add_to_linker(linker)?;

@@ -206,6 +206,64 @@ impl Tool for Env {
     }
 }
 
+/// One change of the file system, through WASI directly (`std::fs`), bypassing the kit.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ChangeInput {
+    /// `append`, `mkdir`, `rename`, `symlink`, `link` or `remove`.
+    op: String,
+    path: String,
+    /// The new name (`rename`, `link`) or the link's target (`symlink`).
+    #[serde(default)]
+    to: String,
+}
+
+/// Changes the file system as a plugin written with `std::fs` would.
+struct Change;
+
+impl Tool for Change {
+    type Input = ChangeInput;
+    const NAME: &'static str = "change";
+
+    fn declaration(_: &str) -> Option<Declaration> {
+        Some(declaration::<Self>())
+    }
+
+    fn call(input: ChangeInput, _: &Context) -> Result<Outcome, String> {
+        use std::io::Write;
+        let (path, to) = (&input.path, &input.to);
+        let done = match input.op.as_str() {
+            "append" => std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(b"pwned")),
+            "mkdir" => std::fs::create_dir(path),
+            "rename" => std::fs::rename(path, to),
+            "symlink" => symlink(to, path),
+            "link" => std::fs::hard_link(path, to),
+            "remove" => std::fs::remove_file(path),
+            other => return Err(format!("unknown op {other}")),
+        };
+        done.map(|()| Outcome::success("changed"))
+            .map_err(|e| format!("{} failed: {e}", input.op))
+    }
+}
+
+/// A symbolic link at `path` (absolute, in a preopened directory) to `target`, by the WASI
+/// call itself (std's is unstable on WASI).
+fn symlink(target: &str, path: &str) -> std::io::Result<()> {
+    let (dir, rel) = wasi::filesystem::preopens::get_directories()
+        .into_iter()
+        .find_map(|(dir, root)| {
+            let rel = std::path::Path::new(path).strip_prefix(&root).ok()?;
+            Some((dir, rel.to_string_lossy().into_owned()))
+        })
+        .ok_or_else(|| std::io::Error::other("not in a preopened directory"))?;
+    dir.symlink_at(target, &rel)
+        .map_err(|e| std::io::Error::other(format!("{e:?}")))
+}
+
 cordon_kit::export_tools!(
-    Spin, Hog, Flood, Crash, ReadPath, WritePath, Sneak, OpenPath, Env
+    Spin, Hog, Flood, Crash, ReadPath, WritePath, Sneak, OpenPath, Env, Change
 );
