@@ -123,8 +123,10 @@ pub use confine::OPTIONAL_LAYERS;
 pub use egress::{Allowlist, Blocked, Network, Pattern};
 pub use proxy::PORT as PROXY_PORT;
 pub use receipt::{Enforcement, LAYERS, Layer};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The first argument that makes a program run as the sandbox helper
@@ -217,6 +219,11 @@ pub struct Policy {
     /// Asked, while a command runs, whether it may reach a host that its allowlist does not
     /// name (`--permissions ask`); none: such a connection is refused.
     pub ask: Option<Asker>,
+    /// Stops the command from another thread (its call was cancelled); none: only its
+    /// timeout does.
+    pub stop: Option<Stop>,
+    /// Counts the command's output as it is read, for a progress report while it runs.
+    pub progress: Option<Progress>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
@@ -243,6 +250,8 @@ impl Policy {
             path: Vec::new(),
             hidden: Vec::new(),
             ask: None,
+            stop: None,
+            progress: None,
             helper: PathBuf::from("/proc/self/exe"),
         }
     }
@@ -276,6 +285,53 @@ impl Asker {
 impl std::fmt::Debug for Asker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Asker")
+    }
+}
+
+/// Stops a running command from any thread: [`Stop::stop`] kills its whole process tree at
+/// once, as its timeout would, and [`run`] returns. Clones share the signal, which stays
+/// given once given.
+#[derive(Clone, Debug)]
+pub struct Stop(Arc<OwnedFd>);
+
+impl Stop {
+    /// A signal not given yet (an eventfd, which the runner polls beside the output).
+    pub fn new() -> std::io::Result<Stop> {
+        // SAFETY: plain flags; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        Ok(Stop(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    /// Gives the signal: the command's tree is killed, if it still runs.
+    pub fn stop(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to an eventfd this value owns. It cannot
+        // fail but by overflow, after 2^64 - 1 signals.
+        unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    fn fd(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+}
+
+/// How many bytes of output the running commands of a call have printed so far, read from
+/// any thread. Clones share the count.
+#[derive(Clone, Debug, Default)]
+pub struct Progress(Arc<AtomicU64>);
+
+impl Progress {
+    /// The bytes of output read so far, kept or not.
+    pub fn bytes(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, bytes: usize) {
+        self.0.fetch_add(bytes as u64, Ordering::Relaxed);
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::process::pipe;
 use super::protect;
 use super::wire::{self, Report, Request};
-use super::{Asker, Completion, Network, Policy, SANDBOX_ARG, Status};
+use super::{Asker, Completion, Network, Policy, Progress, SANDBOX_ARG, Status, Stop};
 
 /// How long the host keeps reading output after the helper has reported (the tree is dead by
 /// then; this only covers a writer that escaped it).
@@ -111,30 +111,40 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
 
     let deadline = started + policy.timeout + super::BACKSTOP_GRACE;
     let drained = drain(
-        File::from(out_read),
-        File::from(report_read),
+        Pipes {
+            out: File::from(out_read),
+            report: File::from(report_read),
+            stop: policy.stop.as_ref(),
+            progress: policy.progress.as_ref(),
+        },
         policy.output_cap,
         deadline,
         answers_write,
     );
-    let backstop = drained.is_err();
-    if backstop {
-        // The helper did not finish in time: kill it (its command has PDEATHSIG).
-        let _ = helper.kill();
-    }
-    let exit = wait(&mut helper);
+    let cut = drained.as_ref().err().map(|(_, cut)| *cut);
+    let exit = match cut {
+        // Too late or stopped: the pipes are closed, which the helper takes for the host gone:
+        // it kills the command's init, and with it the PID namespace, then exits.
+        Some(_) => end(&mut helper),
+        None => wait(&mut helper),
+    };
     let Drained {
         mut kept,
         mut omitted,
         report,
-    } = drained.unwrap_or_else(|d| d);
+    } = drained.unwrap_or_else(|(d, _)| d);
     omitted += trim_partial_char(&mut kept, omitted > 0);
     let mut output = String::from_utf8_lossy(&kept).into_owned();
     let text = String::from_utf8_lossy(&report);
     let (report, diagnostics) = wire::parse_report(&text);
     let (status, layers, blocked) = match report {
-        _ if backstop => (
+        _ if cut == Some(Cut::Deadline) => (
             Status::TimedOut(policy.timeout_secs()),
+            Vec::new(),
+            Vec::new(),
+        ),
+        _ if cut == Some(Cut::Stopped) => (
+            Status::Refused("the command was stopped: its call was cancelled".into()),
             Vec::new(),
             Vec::new(),
         ),
@@ -204,16 +214,37 @@ struct Drained {
 /// The helper's descriptor on which the host answers the proxy's questions.
 const ANSWERS_FD: i32 = 3;
 
+/// What the host reads while a command runs.
+struct Pipes<'a> {
+    out: File,
+    report: File,
+    /// Polled too: once given, the command is given up.
+    stop: Option<&'a Stop>,
+    progress: Option<&'a Progress>,
+}
+
+/// Why the host gave up on a command before its helper reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cut {
+    Deadline,
+    Stopped,
+}
+
 /// Reads the output (keeping `cap` bytes) and the report until both reach end-of-file: `Err`
-/// with what was read when `deadline` passes first. With `asking`, the proxy's questions in
-/// the report are put to the asker and answered.
+/// with what was read when `deadline` passes or the stop signal comes first. With `asking`,
+/// the proxy's questions in the report are put to the asker and answered.
 fn drain(
-    mut out: File,
-    mut report: File,
+    pipes: Pipes,
     cap: usize,
     deadline: Instant,
     mut asking: Option<(Asker, File)>,
-) -> Result<Drained, Drained> {
+) -> Result<Drained, (Drained, Cut)> {
+    let Pipes {
+        mut out,
+        mut report,
+        stop,
+        progress,
+    } = pipes;
     // The report up to here holds no question.
     let mut scanned = 0;
     let mut drained = Drained {
@@ -230,7 +261,7 @@ fn drain(
             // Only a failure if the helper has not reported; once it has, the tree is dead
             // and an output writer that is still around is not waited for.
             return if report_open {
-                Err(drained)
+                Err((drained, Cut::Deadline))
             } else {
                 Ok(drained)
             };
@@ -246,20 +277,31 @@ fn drain(
                 events: libc::POLLIN,
                 revents: 0,
             },
+            libc::pollfd {
+                fd: stop.map_or(-1, Stop::fd),
+                events: libc::POLLIN,
+                revents: 0,
+            },
         ];
         let wait = (deadline - now).as_millis().clamp(1, i32::MAX as u128) as i32;
-        // SAFETY: `fds` is a valid array of two pollfd.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait) };
+        // SAFETY: `fds` is a valid array of three pollfd.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 3, wait) };
         if ready < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(drained);
+            return Err((drained, Cut::Deadline));
+        }
+        if fds[2].revents != 0 {
+            return Err((drained, Cut::Stopped));
         }
         if fds[0].revents != 0 {
             match out.read(&mut buf) {
                 Ok(0) | Err(_) => out_open = false,
                 Ok(n) => {
+                    if let Some(progress) = progress {
+                        progress.add(n);
+                    }
                     let room = cap.saturating_sub(drained.kept.len());
                     let keep = n.min(room);
                     drained.kept.extend_from_slice(&buf[..keep]);
@@ -300,6 +342,26 @@ fn answer(report: &mut Vec<u8>, scanned: &mut usize, asker: &Asker, answers: &mu
             None => *scanned = end + 1,
         }
     }
+}
+
+/// How long a helper whose host has let go may take to kill its command and exit.
+const LET_GO: Duration = Duration::from_secs(2);
+
+/// Waits for a helper that the host let go of (its pipes closed) to end, killing it if it
+/// outstays [`LET_GO`]: it is not killed at once, since killing it first would leave the
+/// command's init behind where the kernel does not deliver the init's parent-death signal
+/// (gVisor).
+fn end(helper: &mut Child) -> String {
+    let until = Instant::now() + LET_GO;
+    while Instant::now() < until {
+        match helper.try_wait() {
+            Ok(Some(status)) => return status.to_string(),
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(_) => break,
+        }
+    }
+    let _ = helper.kill();
+    wait(helper)
 }
 
 /// Waits for the helper and describes how it ended.
