@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use serde_json::json;
 
-use crate::util::{Cordon, plugin_dir, wasm_components};
+use crate::protect::{protected_contents, repository};
+use crate::util::{Cordon, Run, plugin_dir, wasm_components};
 
 const HOSTILE_TOOLS: &str = r#"tools = ["spin", "hog", "flood", "crash", "read_path", "write_path", "sneak", "open_path", "env", "change"]"#;
 
@@ -502,4 +503,82 @@ fn a_plugin_granted_a_secret_header_never_holds_the_secret() {
     assert_eq!(run.code, 0, "{run:?}");
     // Not in its environment (the value would be redacted from the output; the name would not).
     assert!(!run.stdout.contains("CORDON_TEST_HELD"), "{run:?}");
+}
+
+/// A plugin that writes through WASI directly, not the `files` capability, is held to the
+/// workspace's protected paths all the same (root only: the unprivileged pass cannot build
+/// the hostile component).
+#[test]
+fn a_plugin_changing_files_through_wasi_is_refused_protected_paths() {
+    let (c, _plugin) = with_hostile(repository(), "[grants]\nwrite = [\".\"]\n");
+    std::fs::create_dir(c.path("g")).unwrap();
+    let before = protected_contents(&c);
+    // The hostile plugin's `change` of `path` (and `to`, both in the workspace).
+    fn change(c: &Cordon, op: &str, path: &str, to: &str) -> Run {
+        let at = |p: &str| c.path(p).to_string_lossy().into_owned();
+        let to = if op == "symlink" { to.into() } else { at(to) };
+        c.call("change", json!({"op": op, "path": at(path), "to": to}))
+    }
+    std::os::unix::fs::symlink(".git", c.path("git-link")).unwrap();
+    std::os::unix::fs::symlink(".git/hooks/post-merge", c.path("dangling")).unwrap();
+    for (op, path, to, shown) in [
+        ("append", ".git/config", "", ".git/config"),
+        ("append", ".git/hooks/post-merge", "", ".git/hooks"),
+        ("append", ".vscode/tasks.json", "", ".vscode"),
+        ("append", ".envrc", "", ".envrc"),
+        // Through a link to the git directory, and a dangling link to a new hook.
+        ("append", "git-link/hooks/pre-commit", "", ".git/hooks"),
+        ("append", "dangling", "", ".git/hooks"),
+        ("mkdir", ".devcontainer", "", ".devcontainer"),
+        ("remove", ".git/hooks/pre-commit", "", ".git/hooks"),
+        // A hard link to a protected file would change it; a moved git directory would no
+        // longer protect its hooks.
+        ("link", ".git/config", "config-copy", ".git/config"),
+        ("rename", ".git", "g/moved", ".git"),
+        ("rename", "a.txt", ".git/hooks/pre-push", ".git/hooks"),
+        (
+            "symlink",
+            ".git/hooks/pre-push",
+            "/etc/passwd",
+            ".git/hooks",
+        ),
+    ] {
+        let run = change(&c, op, path, to);
+        assert_eq!(run.code, 1, "{op} {path}: {run:?}");
+        assert!(
+            run.stdout
+                .contains(&format!("[cordon: refused: {shown} is protected (")),
+            "{op} {path}: {run:?}"
+        );
+        assert!(
+            run.stdout
+                .contains(&format!("allow it with --unprotect {shown}]")),
+            "{op} {path}: {run:?}"
+        );
+    }
+    assert_eq!(protected_contents(&c), before);
+    for absent in [
+        ".git/hooks/post-merge",
+        ".devcontainer",
+        "config-copy",
+        "g/moved",
+        ".envrc",
+    ] {
+        assert!(!c.path(absent).exists(), "{absent} was created");
+    }
+    // The rest of the workspace, the git objects included, is the plugin's to change.
+    for (op, path, to) in [
+        ("append", "notes.txt", ""),
+        ("mkdir", "src", ""),
+        ("rename", "notes.txt", "src/notes.txt"),
+        ("append", "src/.vscode-like", ""),
+        ("append", ".git/objects/new", ""),
+    ] {
+        let run = change(&c, op, path, to);
+        assert_eq!(run.stdout, "changed", "{op} {path}");
+    }
+    // `--unprotect` relaxes the one path for the plugin too.
+    let c = c.with_args(&["--unprotect", ".vscode"]);
+    let run = change(&c, "append", ".vscode/tasks.json", "");
+    assert_eq!(run.stdout, "changed", "{run:?}");
 }

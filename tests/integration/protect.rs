@@ -4,11 +4,10 @@
 
 use serde_json::json;
 
-use crate::plugins::with_hostile;
-use crate::util::{Cordon, Run};
+use crate::util::Cordon;
 
 /// A workspace holding a git repository with one commit, a hook and editor settings.
-fn repository() -> Cordon {
+pub(crate) fn repository() -> Cordon {
     let c = Cordon::new();
     let hook = c.write(".git/hooks/pre-commit", "#!/bin/sh\nexit 0\n");
     std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -30,7 +29,7 @@ fn repository() -> Cordon {
 }
 
 /// The contents of every protected file of [`repository`], to check that nothing changed.
-fn protected_contents(c: &Cordon) -> Vec<String> {
+pub(crate) fn protected_contents(c: &Cordon) -> Vec<String> {
     [
         ".git/hooks/pre-commit",
         ".git/config",
@@ -166,81 +165,6 @@ fn the_file_tools_refuse_protected_paths_with_the_rule_and_the_option() {
         json!({"path": "src/.vscode/x", "content": "x"}),
     );
     assert_eq!(run.code, 0, "{run:?}");
-}
-
-#[test]
-fn a_plugin_changing_files_through_wasi_is_refused_protected_paths() {
-    let (c, _plugin) = with_hostile(repository(), "[grants]\nwrite = [\".\"]\n");
-    std::fs::create_dir(c.path("g")).unwrap();
-    let before = protected_contents(&c);
-    // The hostile plugin's `change` of `path` (and `to`, both in the workspace).
-    fn change(c: &Cordon, op: &str, path: &str, to: &str) -> Run {
-        let at = |p: &str| c.path(p).to_string_lossy().into_owned();
-        let to = if op == "symlink" { to.into() } else { at(to) };
-        c.call("change", json!({"op": op, "path": at(path), "to": to}))
-    }
-    std::os::unix::fs::symlink(".git", c.path("git-link")).unwrap();
-    std::os::unix::fs::symlink(".git/hooks/post-merge", c.path("dangling")).unwrap();
-    for (op, path, to, shown) in [
-        ("append", ".git/config", "", ".git/config"),
-        ("append", ".git/hooks/post-merge", "", ".git/hooks"),
-        ("append", ".vscode/tasks.json", "", ".vscode"),
-        ("append", ".envrc", "", ".envrc"),
-        // Through a link to the git directory, and a dangling link to a new hook.
-        ("append", "git-link/hooks/pre-commit", "", ".git/hooks"),
-        ("append", "dangling", "", ".git/hooks"),
-        ("mkdir", ".devcontainer", "", ".devcontainer"),
-        ("remove", ".git/hooks/pre-commit", "", ".git/hooks"),
-        // A hard link to a protected file would change it; a moved git directory would no
-        // longer protect its hooks.
-        ("link", ".git/config", "config-copy", ".git/config"),
-        ("rename", ".git", "g/moved", ".git"),
-        ("rename", "a.txt", ".git/hooks/pre-push", ".git/hooks"),
-        (
-            "symlink",
-            ".git/hooks/pre-push",
-            "/etc/passwd",
-            ".git/hooks",
-        ),
-    ] {
-        let run = change(&c, op, path, to);
-        assert_eq!(run.code, 1, "{op} {path}: {run:?}");
-        assert!(
-            run.stdout
-                .contains(&format!("[cordon: refused: {shown} is protected (")),
-            "{op} {path}: {run:?}"
-        );
-        assert!(
-            run.stdout
-                .contains(&format!("allow it with --unprotect {shown}]")),
-            "{op} {path}: {run:?}"
-        );
-    }
-    assert_eq!(protected_contents(&c), before);
-    for absent in [
-        ".git/hooks/post-merge",
-        ".devcontainer",
-        "config-copy",
-        "g/moved",
-        ".envrc",
-    ] {
-        assert!(!c.path(absent).exists(), "{absent} was created");
-    }
-    // The rest of the workspace, the git objects included, is the plugin's to change.
-    for (op, path, to) in [
-        ("append", "notes.txt", ""),
-        ("mkdir", "src", ""),
-        ("rename", "notes.txt", "src/notes.txt"),
-        ("append", "src/.vscode-like", ""),
-        ("append", ".git/objects/new", ""),
-    ] {
-        let run = change(&c, op, path, to);
-        assert_eq!(run.stdout, "changed", "{op} {path}");
-    }
-    // `--unprotect` relaxes the one path for the plugin too.
-    let c = c.with_args(&["--unprotect", ".vscode"]);
-    let run = change(&c, "append", ".vscode/tasks.json", "");
-    assert_eq!(run.stdout, "changed", "{run:?}");
 }
 
 #[test]

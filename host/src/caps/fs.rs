@@ -27,7 +27,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
     DescriptorFlags, ErrorCode, Host, HostDescriptor, NewTimestamp, OpenFlags, PathFlags,
 };
 
-use crate::shell::protect::{Guard, Protected};
+use crate::shell::protect::{Guard, Protected, Rule};
 use crate::state::State;
 
 /// The interface wasmtime-wasi links (its WIT package's version); a plugin's import of any
@@ -73,7 +73,13 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
         "[method]descriptor.create-directory-at",
         |mut store, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
-                if let Some(code) = refused(store.data_mut(), &[Change::write(&fd, &path, false)]) {
+                // A new git directory is what `git init` makes, and its entries are protected
+                // once it exists: only a `.git` file is a git link.
+                let change = Change {
+                    makes_dir: true,
+                    ..Change::write(&fd, &path, false)
+                };
+                if let Some(code) = refused(store.data_mut(), &[change]) {
                     return Ok((Err(code),));
                 }
                 let mut view = store.data_mut().filesystem();
@@ -197,6 +203,8 @@ struct Change<'a> {
     follows: bool,
     /// Whether the path is moved or removed (a git directory may not be), not written.
     moves: bool,
+    /// Whether the call makes a directory there.
+    makes_dir: bool,
 }
 
 impl<'a> Change<'a> {
@@ -206,6 +214,7 @@ impl<'a> Change<'a> {
             path,
             follows,
             moves: false,
+            makes_dir: false,
         }
     }
 
@@ -215,6 +224,7 @@ impl<'a> Change<'a> {
             path,
             follows: false,
             moves: true,
+            makes_dir: false,
         }
     }
 }
@@ -248,11 +258,12 @@ fn protection(
     change: &Change,
 ) -> io::Result<Option<Protected>> {
     let rule = |path: &Path| {
-        if change.moves {
+        let protected = if change.moves {
             guard.rule_for_move(path)
         } else {
             guard.rule_for(path)
-        }
+        };
+        protected.filter(|p| !(change.makes_dir && p.rule == Rule::GitLink))
     };
     // The directory's real path, whatever the plugin opened it as.
     let base = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
