@@ -8,29 +8,36 @@
 //! - `tools/list`: every declared tool with its description, input schema, a title and
 //!   annotations derived from its kind ([`annotations`]).
 //! - `tools/call`: an unknown tool is a JSON-RPC error (invalid params), as are arguments that
-//!   are not an object (a malformed request). Anything else runs through [`Session::call`]:
-//!   input that fails the tool's schema is a tool execution error (`isError: true`) whose text
-//!   names the problem, as MCP asks since 2025-11-25 (SEP-1303), so that the model can correct
-//!   itself; so is every failed outcome. A completed call is its output as one text block.
+//!   are not an object (a malformed request). Anything else runs through the session's steps
+//!   ([`Server::call`]): input that fails the tool's schema is a tool execution error
+//!   (`isError: true`) whose text names the problem, as MCP asks since 2025-11-25 (SEP-1303),
+//!   so that the model can correct itself; so is every failed outcome. A completed call is its
+//!   output as one text block.
+//! - Calls run concurrently, up to [`PARALLEL`]; the session is locked only between a call's
+//!   steps, and calls that change files hold [`Server::writes`] while they run. A cancelled
+//!   call is dropped, which kills its command and stops its plugin.
 //! - Permissions: `allow` and `deny` work as everywhere. `ask` asks the user through MCP
-//!   elicitation (a form with the four answers); a client that cannot elicit (it did not
-//!   declare the capability, or it speaks a protocol version without server-to-client
-//!   requests) gets every such call refused, with a text that says nobody could be asked:
-//!   fail closed.
+//!   elicitation (a form with the four answers): a request to the client in the 2025-11-25
+//!   lifecycle, an `input_required` result answered by the retried call in the 2026-07-28 one
+//!   (which has no requests from server to client). A client that did not declare elicitation
+//!   gets every such call refused, with a text that says nobody could be asked: fail closed.
 //! - `ping` is answered in both lifecycles ([`Pinged`]).
 //!
 //! Standard output carries nothing but protocol messages; logs go to standard error.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
-    ContentBlock, CustomRequest, CustomResult, ElicitRequestParams, ElicitationAction,
-    ElicitationSchema, ErrorCode, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, ServerResult, Tool,
-    ToolAnnotations,
+    ContentBlock, CustomRequest, CustomResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, ErrorCode, Implementation, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
+    ServerResult, Tool, ToolAnnotations,
 };
 use rmcp::service::{
     ElicitationMode, NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError,
@@ -38,12 +45,13 @@ use rmcp::service::{
 };
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Semaphore};
 
 use cordon::bindings::Kind;
 use cordon::output::quote;
-use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
-use cordon::{CallError, Options, Runtime};
+use cordon::session::{Answer, Ask, Decision, Hosts, Mode, Pending, PermissionRequest, Session};
+use cordon::shell::Progress;
+use cordon::{CallError, CallOutcome, Options, Runtime};
 
 /// Serves one MCP connection on standard input and output, until the client closes it.
 pub async fn serve(runtime: Runtime, options: &Options, mode: Mode) -> anyhow::Result<()> {
@@ -53,6 +61,9 @@ pub async fn serve(runtime: Runtime, options: &Options, mode: Mode) -> anyhow::R
         mode,
         runtime,
         session: Mutex::new(Session::new(mode)),
+        slots: Semaphore::new(PARALLEL),
+        writes: Mutex::new(()),
+        asked: Default::default(),
     };
     // When stdin and stdout are pipes (as MCP clients launch servers), read and write them on
     // the reactor instead of handing every message to a blocking thread and back: a fifth of
@@ -105,6 +116,16 @@ impl Service<RoleServer> for Pinged {
     }
 }
 
+/// How many calls of one connection run at once; more wait for a slot.
+const PARALLEL: usize = 8;
+
+/// How often a long call reports progress to a client that asked for it.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The most permission questions a 2026-07-28 client may leave unanswered before the oldest
+/// is forgotten (its retry is then asked afresh).
+const MAX_QUESTIONS: usize = 64;
+
 /// The MCP server of one connection.
 struct Server {
     runtime: Runtime,
@@ -112,8 +133,16 @@ struct Server {
     /// The tool list, fixed for the life of the runtime.
     tools: Vec<Tool>,
     instructions: String,
-    /// Calls run one at a time, in the order they take the lock, as in `cordon session`.
+    /// The rules across calls, held between a call's steps, never while it runs: the loop
+    /// detector and the counters see each call once, in the order they finish.
     session: Mutex<Session>,
+    /// At most [`PARALLEL`] calls at once.
+    slots: Semaphore,
+    /// Held by a call that changes files (kinds edit, delete, move) while it runs.
+    writes: Mutex<()>,
+    /// The permission questions handed to a 2026-07-28 client, by the request state that
+    /// brings the answer back: the call (tool and input) each is about.
+    asked: std::sync::Mutex<BTreeMap<u64, (String, Value)>>,
 }
 
 impl ServerHandler for Server {
@@ -201,27 +230,94 @@ impl ServerHandler for Server {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let name = request.name.as_ref();
-        let input = Value::Object(request.arguments.unwrap_or_default());
-        let mut ask = Elicit { peer: context.peer };
-        let call = async {
-            let mut session = self.session.lock().await;
-            let pending = session.prepare(&self.runtime, name, input);
-            // An unknown tool is a malformed request; any other failure is the call's outcome.
-            if let Some(unknown @ CallError::UnknownTool { .. }) = pending.error() {
-                return Err(ErrorData::invalid_params(unknown.to_string(), None));
-            }
-            let header = pending.header();
-            Ok((session.call(pending, &mut ask).await.outcome, header))
-        };
-        // A cancelled call is no longer waited for, as at its deadline: the calls after it
-        // need not wait for a plugin that may be stuck.
-        let (outcome, header) = tokio::select! {
-            done = call => done?,
+        let name = request.name.to_string();
+        let _slot = self.slots.acquire().await.map_err(|_| {
+            ErrorData::internal_error("the server is shutting down".to_string(), None)
+        })?;
+        // A cancelled call is dropped where it stands: its command's tree is killed, its
+        // plugin stopped at the next epoch tick, and the next call need not wait for it.
+        tokio::select! {
+            done = self.call(request, &context) => done,
             () = context.ct.cancelled() => {
-                return Err(ErrorData::internal_error(format!("the {name} call was cancelled"), None));
+                tracing::info!("the {name} call was cancelled");
+                Err(ErrorData::internal_error(format!("the {name} call was cancelled"), None))
+            }
+        }
+    }
+}
+
+impl Server {
+    /// One `tools/call`, through the session's rules: the session is held only between the
+    /// steps, so calls of the connection run concurrently ([`PARALLEL`]).
+    async fn call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        let pending = self
+            .session
+            .lock()
+            .await
+            .prepare(&self.runtime, &request.name, input);
+        // An unknown tool is a malformed request; any other failure is the call's outcome.
+        if let Some(unknown @ CallError::UnknownTool { .. }) = pending.error() {
+            return Err(ErrorData::invalid_params(unknown.to_string(), None));
+        }
+        // The 2026-07-28 protocol has no requests from server to client: the user is asked
+        // by returning the question, which the client puts and sends back with the call.
+        let rounds = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        let can_elicit = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some();
+        let mut ask = Elicit {
+            peer: context.peer.clone(),
+            able: can_elicit && !rounds,
+        };
+        let decision = self.session.lock().await.decide(&pending);
+        let decision = match decision {
+            Decision::Ask => {
+                let answered = rounds
+                    .then(|| {
+                        self.answered(&pending, request.input_responses, request.request_state)
+                    })
+                    .flatten();
+                match answered {
+                    Some(answer) => self.session.lock().await.answer(&pending, answer),
+                    None => match pending.question().await {
+                        Ok(question) if rounds && can_elicit => {
+                            return self.input_required(&pending, &question);
+                        }
+                        Ok(question) => {
+                            let answer = ask.ask(&question).await;
+                            self.session.lock().await.answer(&pending, answer)
+                        }
+                        Err(failed) => Decision::Refuse(failed),
+                    },
+                }
+            }
+            decided => decided,
+        };
+        let outcome = match decision {
+            Decision::Refuse(refusal) => refusal,
+            _ => {
+                // Two calls that change files never interleave; commands and reads need not
+                // wait for each other.
+                let _writing = match pending.kind() {
+                    Some(Kind::Edit | Kind::Delete | Kind::Move) => Some(self.writes.lock().await),
+                    _ => None,
+                };
+                let hosts = self.session.lock().await.hosts();
+                let progress = context.meta.get_progress_token();
+                self.run(&pending, hosts, &mut ask, progress, &context.peer)
+                    .await
             }
         };
+        let header = pending.header();
+        let outcome = self.session.lock().await.finish(pending, outcome).outcome;
         tracing::info!(
             "{header} ({})",
             if outcome.failed {
@@ -237,6 +333,86 @@ impl ServerHandler for Server {
             CallToolResult::success(content)
         }
         .into())
+    }
+
+    /// Runs `pending`; with a progress `token`, a notification each second while it runs:
+    /// the seconds so far and the bytes its commands printed.
+    async fn run(
+        &self,
+        pending: &Pending<'_>,
+        hosts: Option<Hosts>,
+        ask: &mut Elicit,
+        token: Option<ProgressToken>,
+        peer: &Peer<RoleServer>,
+    ) -> CallOutcome {
+        let Some(token) = token else {
+            return pending.run(hosts, ask, None).await;
+        };
+        let progress = Progress::default();
+        let run = pending.run(hosts, ask, Some(progress.clone()));
+        tokio::pin!(run);
+        let started = tokio::time::Instant::now();
+        let mut ticks = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            tokio::select! {
+                outcome = &mut run => return outcome,
+                _ = ticks.tick() => {
+                    let secs = started.elapsed().as_secs_f64();
+                    let message = format!("{secs:.0} s, {} bytes of output", progress.bytes());
+                    let note = ProgressNotificationParam::new(token.clone(), secs).with_message(message);
+                    // A client that left is the cancellation's business, not this loop's.
+                    let _ = peer.notify_progress(note).await;
+                }
+            }
+        }
+    }
+
+    /// The user's answer about `pending`, when this request is the retry of one whose
+    /// question the client was given: its `state` names the question, and the call must be
+    /// the same. `None` (ask afresh) for anything else.
+    fn answered(
+        &self,
+        pending: &Pending<'_>,
+        responses: Option<InputResponses>,
+        state: Option<String>,
+    ) -> Option<Answer> {
+        let key: u64 = state?.parse().ok()?;
+        let (name, input) = self.asked.lock().unwrap().remove(&key)?;
+        if name != pending.name() || &input != pending.input() {
+            return None;
+        }
+        // Fail closed: anything but an accepted form with a valid answer refuses the call.
+        let response = responses.and_then(|mut r| r.remove(ANSWER));
+        Some(response.map_or(Answer::RejectOnce, |r| {
+            serde_json::from_value(r).map_or(Answer::RejectOnce, |r| answer_of(&r))
+        }))
+    }
+
+    /// The question about `pending` as the client's input to give (2026-07-28): the
+    /// permission form, and the state that brings the answer back to this call.
+    fn input_required(
+        &self,
+        pending: &Pending<'_>,
+        question: &PermissionRequest,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let params = form(question).map_err(|e| {
+            ErrorData::internal_error(format!("cannot build the permission form: {e}"), None)
+        })?;
+        let key = {
+            let mut asked = self.asked.lock().unwrap();
+            let key = asked.last_key_value().map_or(0, |(k, _)| k + 1);
+            asked.insert(key, (pending.name().to_string(), pending.input().clone()));
+            // Questions never answered are forgotten, the oldest first.
+            while asked.len() > MAX_QUESTIONS {
+                asked.pop_first();
+            }
+            key
+        };
+        let requests = InputRequests::from([(
+            ANSWER.to_string(),
+            InputRequest::Elicitation(ElicitRequest::new(params)),
+        )]);
+        Ok(InputRequiredResult::new(Some(requests), Some(key.to_string())).into())
     }
 }
 
@@ -314,56 +490,71 @@ fn can_elicit(peer: &Peer<RoleServer>) -> bool {
         .contains(&ElicitationMode::Form)
 }
 
-/// Asks the user through MCP elicitation: a form with one field, the answer. Anything but an
-/// accepted form with a valid answer refuses the call.
+/// Asks the user through MCP elicitation (a request to the client, 2025-11-25): a form with
+/// one field, the answer. Anything but an accepted form with a valid answer refuses the call.
 struct Elicit {
     peer: Peer<RoleServer>,
+    /// Whether the client can be asked this way: it declared elicitation, in a protocol
+    /// version with requests from server to client.
+    able: bool,
 }
 
 impl Ask for Elicit {
     async fn ask(&mut self, request: &PermissionRequest) -> Answer {
-        if !can_elicit(&self.peer) {
+        if !self.able || !can_elicit(&self.peer) {
             tracing::warn!(
                 "{}: refused, the MCP client cannot ask the user",
                 request.header
             );
             return Answer::Unasked;
         }
-        let schema = match answer_schema(request) {
-            Ok(schema) => schema,
+        let params = match form(request) {
+            Ok(params) => params,
             Err(e) => {
                 tracing::error!("cannot build the permission form ({e}); refusing the call");
                 return Answer::Unasked;
             }
         };
-        let mut message = format!("Allow this call?\n{}", request.header);
-        if let Some(argument) = &request.argument {
-            message.push('\n');
-            message.push_str(argument);
-        }
-        if !request.details.is_empty() {
-            message.push_str("\n\n");
-            message.push_str(&request.details);
-        }
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message,
-            requested_schema: schema,
-        };
         match self.peer.create_elicitation(params).await {
-            Ok(result) if result.action == ElicitationAction::Accept => result
-                .content
-                .as_ref()
-                .and_then(|c| c.get(ANSWER)?.as_str())
-                .and_then(Answer::from_id)
-                .unwrap_or(Answer::RejectOnce),
-            Ok(_) => Answer::RejectOnce,
+            Ok(result) => answer_of(&result),
             Err(e) => {
                 tracing::warn!("{}: refused, asking the user failed: {e}", request.header);
                 Answer::Unasked
             }
         }
     }
+}
+
+/// The answer in the user's reply to the permission form: refused unless accepted with a
+/// valid answer.
+fn answer_of(result: &ElicitResult) -> Answer {
+    match result.action {
+        ElicitationAction::Accept => result
+            .content
+            .as_ref()
+            .and_then(|c| c.get(ANSWER)?.as_str())
+            .and_then(Answer::from_id)
+            .unwrap_or(Answer::RejectOnce),
+        _ => Answer::RejectOnce,
+    }
+}
+
+/// The permission form about `request`: what the call would do, and the four answers.
+fn form(request: &PermissionRequest) -> Result<ElicitRequestParams, String> {
+    let mut message = format!("Allow this call?\n{}", request.header);
+    if let Some(argument) = &request.argument {
+        message.push('\n');
+        message.push_str(argument);
+    }
+    if !request.details.is_empty() {
+        message.push_str("\n\n");
+        message.push_str(&request.details);
+    }
+    Ok(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: answer_schema(request)?,
+    })
 }
 
 /// The field of the permission form.

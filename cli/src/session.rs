@@ -3,35 +3,33 @@
 //! Each line in is one request; each line out answers it, in order, echoing its `id`. A line
 //! that is not a request gets an `{"error": …}` line and the session goes on. With
 //! `--permissions ask`, a call that needs permission first writes a `permission_request` line
-//! and reads the answer line. End of input ends the session.
+//! and reads the answer line. While a call runs, `{"cancel": ID}` stops it (its command's
+//! whole tree is killed) and answers it with `"status": "cancelled"`; other lines read
+//! meanwhile wait their turn. End of input ends the session, once the call running ends.
+
+use std::collections::VecDeque;
 
 use rmcp::transport::io::{StdioReader, StdioWriter};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
 
 use cordon::Runtime;
 use cordon::output::quote;
 use cordon::runtime::MAX_INPUT_BYTES;
 use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
 
-/// Standard input and output, shared by the request loop and the permission prompts.
-struct Io {
-    input: BufReader<StdioReader>,
-    out: StdioWriter,
-    /// The `id` of the request being answered.
-    id: Option<Value>,
-}
-
 /// A line of input without its line ending, or the error answer to a line that is not text.
 type Line = Result<String, String>;
 
-impl Io {
-    /// The next line of input; `None` at end of input. The line is read as bytes: one that
-    /// is not UTF-8 is an error for its answer, not the end of the session.
-    async fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+/// Reads standard input, a line at a time, into `lines` until its end. A line is read as
+/// bytes: one that is not UTF-8 is an error for its answer, not the end of the session.
+async fn read_lines(mut input: BufReader<StdioReader>, lines: mpsc::Sender<Line>) {
+    loop {
         let mut bytes = Vec::new();
-        if self.input.read_until(b'\n', &mut bytes).await? == 0 {
-            return Ok(None);
+        match input.read_until(b'\n', &mut bytes).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
         }
         if bytes.ends_with(b"\n") {
             bytes.pop();
@@ -39,14 +37,25 @@ impl Io {
                 bytes.pop();
             }
         }
-        Ok(Some(String::from_utf8(bytes).map_err(|e| {
+        let line = String::from_utf8(bytes).map_err(|e| {
             format!(
                 "the line is not UTF-8 text: {}; send each request as one line of JSON in UTF-8",
                 e.utf8_error()
             )
-        })))
+        });
+        if lines.send(line).await.is_err() {
+            return;
+        }
     }
+}
 
+/// Standard output, with the `id` of the request being answered.
+struct Out {
+    out: StdioWriter,
+    id: Option<Value>,
+}
+
+impl Out {
     async fn send(&mut self, mut message: Value) -> std::io::Result<()> {
         if let (Some(id), Some(map)) = (&self.id, message.as_object_mut()) {
             map.insert("id".into(), id.clone());
@@ -58,33 +67,53 @@ impl Io {
     }
 }
 
-impl Ask for Io {
+/// Asks through the session's loop, which writes the question and reads the answer line
+/// while the call runs.
+struct Relay {
+    questions: mpsc::UnboundedSender<(Value, oneshot::Sender<Answer>)>,
+}
+
+impl Ask for Relay {
     async fn ask(&mut self, request: &PermissionRequest) -> Answer {
         let message = json!({
             "permission_request": request.tool_call,
             "options": request.options,
         });
-        if self.send(message).await.is_err() {
+        let (reply, answer) = oneshot::channel();
+        if self.questions.send((message, reply)).is_err() {
             return Answer::Unasked;
         }
-        // Fail closed: anything but a valid answer refuses the call.
-        let Ok(Some(line)) = self.next_line().await else {
-            return Answer::Unasked;
-        };
-        let answer = line
-            .as_deref()
-            .ok()
-            .and_then(|text| serde_json::from_str::<Value>(text).ok())
-            .and_then(|v| v.get("permission")?.as_str().and_then(Answer::from_id));
-        if answer.is_none() {
-            let got = line.map_or_else(|not_text| not_text, quote);
-            let error = format!(
-                "expected {{\"permission\": \"allow_once\"|\"allow_always\"|\"reject_once\"|\"reject_always\"}}, got: {got}; the call is refused"
-            );
-            let _ = self.send(json!({ "error": error })).await;
-        }
-        answer.unwrap_or(Answer::RejectOnce)
+        answer.await.unwrap_or(Answer::Unasked)
     }
+}
+
+/// The answer in `line`, read after a permission request. Anything else refuses the call
+/// (fail closed), and gets an error line that says what was expected.
+async fn answer(out: &mut Out, line: Line) -> std::io::Result<Answer> {
+    let answer = line
+        .as_deref()
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .and_then(|v| v.get("permission")?.as_str().and_then(Answer::from_id));
+    if let Some(answer) = answer {
+        return Ok(answer);
+    }
+    let got = line.map_or_else(|not_text| not_text, quote);
+    let error = format!(
+        "expected {{\"permission\": \"allow_once\"|\"allow_always\"|\"reject_once\"|\"reject_always\"}}, got: {got}; the call is refused"
+    );
+    out.send(json!({ "error": error })).await?;
+    Ok(Answer::RejectOnce)
+}
+
+/// Whether `line` cancels the call of request `id`.
+fn cancels(line: &Line, id: Option<&Value>) -> bool {
+    let cancel = line
+        .as_deref()
+        .ok()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .and_then(|mut v| v.get_mut("cancel").map(Value::take));
+    matches!((cancel, id), (Some(cancel), Some(id)) if &cancel == id)
 }
 
 /// Serves requests until end of input.
@@ -94,12 +123,19 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
     // the reactor, as `cordon mcp` does, instead of through a blocking thread for every line
     // (see docs/performance.md); anything else falls back to tokio's standard streams.
     let (input, out) = rmcp::transport::io::stdio_pipes();
-    let mut io = Io {
-        input: BufReader::new(input),
-        out,
-        id: None,
-    };
-    while let Some(line) = io.next_line().await? {
+    let (sender, mut lines) = mpsc::channel(16);
+    tokio::spawn(read_lines(BufReader::new(input), sender));
+    let mut out = Out { out, id: None };
+    // Lines read while a call ran, to serve after it.
+    let mut waiting: VecDeque<Line> = VecDeque::new();
+    loop {
+        let line = match waiting.pop_front() {
+            Some(line) => line,
+            None => match lines.recv().await {
+                Some(line) => line,
+                None => return Ok(()),
+            },
+        };
         let parsed = line.and_then(|text| {
             if text.trim().is_empty() {
                 return Ok(None);
@@ -121,44 +157,97 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
             Ok(Some(value)) => value,
             Ok(None) => continue,
             Err(error) => {
-                io.id = None;
-                io.send(json!({ "error": error })).await?;
+                out.id = None;
+                out.send(json!({ "error": error })).await?;
                 continue;
             }
         };
-        io.id = request.get("id").cloned();
+        out.id = request.get("id").cloned();
         let response = match parse(request) {
             Ok(Request::Call { tool, input }) => {
                 let pending = session.prepare(runtime, &tool, input);
-                let finished = session.call(pending, &mut io).await;
-                let mut response = json!({
-                    "status": if finished.outcome.failed { "failed" } else { "completed" },
-                    "display": finished.view(preview_lines).plain(),
-                    "acp": finished.acp(),
-                    "output": finished.outcome.output,
-                });
-                if !finished.outcome.sandbox.is_empty() {
-                    let mut sandbox = receipt(&finished.outcome.sandbox);
-                    let blocked = finished.outcome.blocked.iter();
-                    sandbox["blocked"] = blocked.map(|b| b.target.clone()).collect();
-                    response["sandbox"] = sandbox;
+                let (questions, mut asked) = mpsc::unbounded_channel();
+                let mut relay = Relay { questions };
+                let call = session.call(pending, &mut relay);
+                tokio::pin!(call);
+                let mut question: Option<oneshot::Sender<Answer>> = None;
+                let mut open = true;
+                let finished = loop {
+                    tokio::select! {
+                        finished = &mut call => break Some(finished),
+                        Some((message, reply)) = asked.recv() => {
+                            out.send(message).await?;
+                            // The answer is the next line: one read already (a client that
+                            // writes ahead), else the next to come; none at end of input.
+                            match waiting.pop_front() {
+                                Some(line) if cancels(&line, out.id.as_ref()) => break None,
+                                Some(line) => {
+                                    let _ = reply.send(answer(&mut out, line).await?);
+                                }
+                                None if open => question = Some(reply),
+                                None => {
+                                    let _ = reply.send(Answer::Unasked);
+                                }
+                            }
+                        }
+                        line = lines.recv(), if open => match line {
+                            // End of input: nobody can answer, and the call ends as it will.
+                            None => {
+                                open = false;
+                                if let Some(reply) = question.take() {
+                                    let _ = reply.send(Answer::Unasked);
+                                }
+                            }
+                            Some(line) if cancels(&line, out.id.as_ref()) => break None,
+                            Some(line) => match question.take() {
+                                Some(reply) => {
+                                    let _ = reply.send(answer(&mut out, line).await?);
+                                }
+                                None => waiting.push_back(line),
+                            },
+                        },
+                    }
+                };
+                match finished {
+                    None => json!({ "status": "cancelled" }),
+                    Some(finished) => {
+                        let mut response = json!({
+                            "status": if finished.outcome.failed { "failed" } else { "completed" },
+                            "display": finished.view(preview_lines).plain(),
+                            "acp": finished.acp(),
+                            "output": finished.outcome.output,
+                        });
+                        if !finished.outcome.sandbox.is_empty() {
+                            let mut sandbox = receipt(&finished.outcome.sandbox);
+                            let blocked = finished.outcome.blocked.iter();
+                            sandbox["blocked"] = blocked.map(|b| b.target.clone()).collect();
+                            response["sandbox"] = sandbox;
+                        }
+                        response
+                    }
                 }
-                response
             }
             Ok(Request::EndTurn) => {
                 let (counters, display) = session.end_turn();
                 json!({ "counters": counters, "display": display })
             }
+            Ok(Request::Cancel(id)) => json!({
+                "error": format!("no call with the id {} is running; nothing was cancelled", quote(&id))
+            }),
             Err(error) => json!({ "error": error }),
         };
-        io.send(response).await?;
+        out.send(response).await?;
     }
-    Ok(())
 }
 
 enum Request {
-    Call { tool: String, input: Value },
+    Call {
+        tool: String,
+        input: Value,
+    },
     EndTurn,
+    /// A cancellation that arrived when its call was not running.
+    Cancel(Value),
 }
 
 fn parse(request: Value) -> Result<Request, String> {
@@ -178,8 +267,11 @@ fn parse(request: Value) -> Result<Request, String> {
     if map.get("end_turn") == Some(&Value::Bool(true)) {
         return Ok(Request::EndTurn);
     }
+    if let Some(id) = map.remove("cancel") {
+        return Ok(Request::Cancel(id));
+    }
     Err(
-        "expected {\"tool\": NAME, \"input\": {...}} or {\"end_turn\": true}, optionally with an \"id\""
+        "expected {\"tool\": NAME, \"input\": {...}}, {\"end_turn\": true} or {\"cancel\": ID}, optionally with an \"id\""
             .to_string(),
     )
 }

@@ -29,6 +29,7 @@ pub mod session;
 pub mod spec;
 mod state;
 pub mod toolchains;
+pub mod watch;
 mod workers;
 
 /// The confined shell behind the `shell` capability, re-exported so that an embedder needs

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Store, Trap};
+use wasmtime::{Store, Trap, UpdateDeadline};
 
 use crate::Error;
 use crate::bindings::cordon::tool::types::{Context, Outcome};
@@ -22,6 +22,7 @@ use crate::grants::{Grants, Roots};
 use crate::schema::InputSchema;
 use crate::spec::{Limits, Source};
 use crate::state::State;
+use crate::watch::Watch;
 use crate::workers::Workers;
 
 /// One tool a plugin declared.
@@ -193,17 +194,25 @@ impl Plugin {
         tool: &str,
         input: String,
         context: Context,
-        asker: Option<crate::shell::Asker>,
+        watch: Watch,
     ) -> Result<Answer, String> {
         let (answer, answered) = tokio::sync::oneshot::channel();
         let core = self.core.clone();
         let owned_tool = tool.to_string();
         self.workers
             .run(move || {
-                let result =
-                    crate::workers::block_on(core.run(&owned_tool, &input, context, asker));
-                // Nobody waits any more when the caller gave up (deadline, cancellation).
-                let _ = answer.send(result);
+                let mut answer = answer;
+                // When the caller gives up (deadline, cancellation) the call is dropped where
+                // it stands: a guest in wasm at its next epoch tick, a shell command at once.
+                let result = crate::workers::block_on(async {
+                    tokio::select! {
+                        result = core.run(&owned_tool, &input, context, watch) => Some(result),
+                        () = answer.closed() => None,
+                    }
+                });
+                if let Some(result) = result {
+                    let _ = answer.send(result);
+                }
             })
             .map_err(|e| format!("the {} plugin could not be started: {e}", self.core.name))?;
         match tokio::time::timeout(self.core.limits.timeout + TICK, answered).await {
@@ -234,13 +243,13 @@ impl Core {
         tool: &str,
         input: &str,
         context: Context,
-        asker: Option<crate::shell::Asker>,
+        watch: Watch,
     ) -> Result<Answer, String> {
         let (mut store, instance) = self
             .instantiate(context.dry_run)
             .await
             .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
-        store.data_mut().asker = asker;
+        store.data_mut().watch = watch;
         // The epoch deadline stops a guest spinning in wasm; the timer also stops a call
         // waiting in the host (a shell command), one tick later, dropping what it waits on.
         let call = instance
@@ -304,7 +313,17 @@ impl Core {
         )?;
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(ticks(self.limits.timeout));
+        // Every tick yields to the worker's runtime, so a call given up (cancelled) is dropped
+        // even while its guest spins; at the deadline the guest traps.
+        let mut left = ticks(self.limits.timeout);
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            left = left.saturating_sub(1);
+            match left {
+                0 => Err(Trap::Interrupt.into()),
+                _ => Ok(UpdateDeadline::Yield(1)),
+            }
+        });
         // What the plugin hands the host in one go (a call's outcome, a file for
         // `files.replace`) is copied into the host's memory, within this "hostcall fuel".
         // wasmtime's default (128 MiB) is below what a file tool legitimately returns (an edit

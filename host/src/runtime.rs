@@ -23,6 +23,7 @@ use crate::schema::Problem;
 use crate::shell::protect::Guard;
 use crate::spec::{Source, Spec};
 use crate::toolchains::Toolchain;
+pub use crate::watch::Watch;
 use crate::{Error, builtin, output};
 
 /// The most bytes a call's input may have; a larger one is refused before any plugin runs.
@@ -326,7 +327,7 @@ impl Runtime {
     /// computes the outcome but changes nothing.
     pub async fn call(&self, name: &str, input: &str, dry_run: bool) -> CallOutcome {
         match self.prepare_text(name, input) {
-            Ok(call) => self.run(&call, dry_run, None).await,
+            Ok(call) => self.run(&call, dry_run, Watch::default()).await,
             Err(error) => error.into(),
         }
     }
@@ -389,14 +390,8 @@ impl Runtime {
         })
     }
 
-    /// Runs a prepared call in a fresh instance of its plugin; `asker`, when given, is asked
-    /// whether its shell commands may reach a host off their allowlist.
-    pub async fn run(
-        &self,
-        call: &Call<'_>,
-        dry_run: bool,
-        asker: Option<crate::shell::Asker>,
-    ) -> CallOutcome {
+    /// Runs a prepared call in a fresh instance of its plugin, followed by `watch`.
+    pub async fn run(&self, call: &Call<'_>, dry_run: bool, watch: Watch) -> CallOutcome {
         let context = Context {
             cwd: call.plugin.grants().cwd.to_string_lossy().into_owned(),
             dry_run,
@@ -406,7 +401,7 @@ impl Runtime {
         let name = &call.tool.declaration.name;
         match call
             .plugin
-            .call(name, call.input.to_string(), context, asker)
+            .call(name, call.input.to_string(), context, watch)
             .await
         {
             Ok(answer) => self.finish(answer),

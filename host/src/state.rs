@@ -39,8 +39,8 @@ pub(crate) struct State {
     pub(crate) blocked: Vec<crate::shell::Blocked>,
     /// The refusals of the plugin's own writes to protected paths ([`crate::caps::fs`]).
     pub(crate) protected: Vec<String>,
-    /// Asked whether the plugin's shell commands may reach a host off their allowlist.
-    pub(crate) asker: Option<crate::shell::Asker>,
+    /// What the front door follows the call's shell commands with.
+    pub(crate) watch: crate::watch::Watch,
     http: WasiHttpCtx,
     hooks: HttpHooks,
 }
@@ -99,7 +99,7 @@ impl State {
             sandbox: Vec::new(),
             blocked: Vec::new(),
             protected: Vec::new(),
-            asker: None,
+            watch: Default::default(),
             http: WasiHttpCtx::new(),
             hooks,
         })

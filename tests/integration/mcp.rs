@@ -13,6 +13,11 @@ use crate::util::{Cordon, cache_dir};
 /// options) and returns what the client saw. `outside` is a path, relative to the workspace,
 /// that leads out of it.
 fn drive(cordon: &Cordon, scenario: &str, outside: &str) -> Value {
+    drive_with_stderr(cordon, scenario, outside).0
+}
+
+/// [`drive`], and what was written to standard error: cordon's, which the client passes on.
+fn drive_with_stderr(cordon: &Cordon, scenario: &str, outside: &str) -> (Value, String) {
     // The same options every other test's `cordon` gets: --workspace and the extra ones.
     let args: Vec<String> = cordon
         .command()
@@ -39,8 +44,9 @@ fn drive(cordon: &Cordon, scenario: &str, outside: &str) -> Value {
         "mcp_client.py {scenario} failed ({})\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
-    serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("mcp_client.py printed no JSON ({e}):\n{stdout}\n{stderr}"))
+    let seen = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("mcp_client.py printed no JSON ({e}):\n{stdout}\n{stderr}"));
+    (seen, stderr.into_owned())
 }
 
 /// The text of a tool result, and whether it is an error; panics on a JSON-RPC error.
@@ -230,9 +236,10 @@ fn ask_permission_goes_through_elicitation_and_fails_closed_without_it() {
     cordon.write("a.txt", "one\ntwo\n");
     let out = drive(&cordon, "ask", "../unused");
 
-    // Asked once per call that changes something, with what it would do; never for a read.
+    // Asked once per call that changes something, with what it would do; never for a read
+    // (two calls in each lifecycle).
     let asked = out["asked"].as_array().unwrap();
-    assert_eq!(asked.len(), 2, "{out:#}");
+    assert_eq!(asked.len(), 4, "{out:#}");
     let message = asked[0]["message"].as_str().unwrap();
     assert!(
         message.contains("write_file: ask1.txt") && message.contains("1 + one"),
@@ -267,10 +274,85 @@ fn ask_permission_goes_through_elicitation_and_fails_closed_without_it() {
     let unasked = "[write_file refused: it needs the user's permission, and nobody could be \
                    asked: nothing was written]";
     assert_eq!(failed(&out["no_elicitation"]), unasked);
-    assert_eq!(failed(&out["discovered"]), unasked);
-    for never in ["ask2.txt", "ask3.txt", "ask4.txt"] {
+    for never in ["ask2.txt", "ask3.txt"] {
         assert!(!cordon.path(never).exists(), "{never} was written");
     }
+
+    // The 2026-07-28 lifecycle: the question is the call's first result (input required),
+    // answered by the client's elicitation handler, and the call retried with the answer.
+    assert_eq!(out["discovered_version"], "2026-07-28", "{out:#}");
+    let message = asked[2]["message"].as_str().unwrap();
+    assert!(
+        message.contains("write_file: ask4.txt") && message.contains("1 + four"),
+        "{message}"
+    );
+    assert!(completed(&out["discovered_allowed"]).starts_with("Created ask4.txt"));
+    assert_eq!(cordon.read("ask4.txt"), "four\n");
+    assert_eq!(failed(&out["discovered_declined"]), refused);
+    assert_eq!(failed(&out["discovered_unasked"]), unasked);
+    for never in ["ask5.txt", "ask6.txt"] {
+        assert!(!cordon.path(never).exists(), "{never} was written");
+    }
+}
+
+/// In both lifecycles: a call the client cancels (on its own one-second timeout) kills its
+/// command at once and the next call is answered at once; four one-second commands sent
+/// together run together; a long command reports progress; and standard error stays silent.
+#[test]
+fn cancelled_parallel_and_long_calls_behave_as_agents_need() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\n");
+    for edited in ["legacy.txt", "modern.txt"] {
+        cordon.write(edited, "a\nb\nc\nd\n");
+    }
+    let (out, stderr) = drive_with_stderr(&cordon, "long", "../unused");
+    assert_eq!(out["version"], "2026-07-28", "{out:#}");
+    for mode in ["legacy", "modern"] {
+        let seen = &out[mode];
+        assert_ne!(seen["cancelled"], "not cancelled", "{mode}: {seen:#}");
+        assert_eq!(completed(&seen["after_cancel"]), "one\n", "{mode}");
+        let after = seen["after_cancel_ms"].as_f64().unwrap();
+        assert!(after < 1000.0, "{mode}: the next call took {after} ms");
+        assert_eq!(seen["left_alive"], json!([]), "{mode}: {seen:#}");
+
+        let parallel = seen["parallel_ms"].as_f64().unwrap();
+        assert!(parallel < 2000.0, "{mode}: four sleep 1 took {parallel} ms");
+        for (i, call) in seen["parallel"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(completed(call), format!("{i}\n"), "{mode}");
+        }
+        // Four edits of one file sent together: applied one after the other, none lost.
+        for edit in seen["edits"].as_array().unwrap() {
+            completed(edit);
+        }
+        assert_eq!(
+            cordon.read(&format!("{mode}.txt")),
+            "A\nB\nC\nD\n",
+            "{mode}"
+        );
+
+        assert_eq!(seen["progress_call"]["isError"], false, "{mode}: {seen:#}");
+        let progress = seen["progress"].as_array().unwrap();
+        assert!(progress.len() >= 2, "{mode}: {seen:#}");
+        let last = progress.last().unwrap();
+        assert!(
+            last["message"]
+                .as_str()
+                .unwrap()
+                .contains("bytes of output"),
+            "{mode}: {last}"
+        );
+        assert!(last["progress"].as_f64().unwrap() >= 2.0, "{mode}: {last}");
+    }
+    // Nothing about the calls; the compile cache may say it compiles a component again (a
+    // cache written by another build of cordon).
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.contains("cached component"))
+        .collect();
+    assert!(
+        said.is_empty(),
+        "cordon mcp wrote to standard error: {said:?}"
+    );
 }
 
 /// Standard output carries JSON-RPC messages only (the logs go to standard error, quiet unless

@@ -6,20 +6,29 @@ Run by tests/integration/mcp.rs with the test venv's Python:
 
 CONFIG_JSON: {"cordon": binary, "args": [global options], "env": {variables}, "outside": a
 path relative to the workspace that leads out of it}.
-SCENARIO: `tools` (everything but permissions) or `ask` (--permissions ask, with and without
-elicitation). It prints one JSON document of what the client saw; the Rust test asserts on it,
-so that a failure shows the whole exchange.
+SCENARIO: `tools` (everything but permissions), `ask` (--permissions ask, with and without
+elicitation) or `long` (cancellation, calls in parallel, progress), each in both lifecycles:
+2025-11-25 (the initialize handshake) and 2026-07-28 (server/discover). It prints one JSON
+document of what the client saw; the Rust test asserts on it, so that a failure shows the
+whole exchange.
 """
 
 import json
+import os
 import sys
 import time
 
 import anyio
 from mcp import types
+from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
+
+
+# The 2026-07-28 lifecycle, chosen rather than probed: a probe that a busy machine slows down
+# falls back to the handshake.
+MODERN = "2026-07-28"
 
 
 def dump(model):
@@ -127,17 +136,107 @@ async def ask(config):
         async with ClientSession(read, write) as session:
             await session.initialize()
             out["no_elicitation"] = await call(session, "write_file", {"path": "ask3.txt", "content": "three\n"})
-    # The 2026-07-28 lifecycle forbids server-to-client requests: no elicitation, refused.
-    async with stdio_client(server(config, "--permissions", "ask")) as (read, write):
-        async with ClientSession(read, write, elicitation_callback=elicit) as session:
-            await session.discover()
-            out["discovered"] = await call(session, "write_file", {"path": "ask4.txt", "content": "four\n"})
+    # The 2026-07-28 lifecycle has no server-to-client requests: the question comes back as
+    # the call's result (input required), and the client retries with the answer.
+    answers.extend([
+        types.ElicitResult(action="accept", content={"answer": "allow_once"}),
+        types.ElicitResult(action="decline"),
+    ])
+    async with Client(server(config, "--permissions", "ask"), mode=MODERN, elicitation_callback=elicit) as client:
+        out["discovered_version"] = client.protocol_version
+        out["discovered_allowed"] = await call(client, "write_file", {"path": "ask4.txt", "content": "four\n"})
+        out["discovered_declined"] = await call(client, "write_file", {"path": "ask5.txt", "content": "five\n"})
+    # Without an elicitation handler, nobody can be asked.
+    async with Client(server(config, "--permissions", "ask"), mode=MODERN) as client:
+        out["discovered_unasked"] = await call(client, "write_file", {"path": "ask6.txt", "content": "six\n"})
+    return out
+
+
+def alive(token):
+    """The processes whose command line holds `token`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(pid))
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+async def long_calls(session, token, edited):
+    """Cancellation, calls in parallel and progress on one connection; `edited` holds the
+    lines a, b, c and d, which four edits sent together each make upper case."""
+    out = {}
+    # The client gives up after a second and cancels; the command must die with the call.
+    start = time.monotonic()
+    command = f"sleep 20.{token}"
+    try:
+        await session.call_tool("bash", {"command": command}, read_timeout_seconds=1.0)
+        out["cancelled"] = "not cancelled"
+    except Exception as e:
+        out["cancelled"] = type(e).__name__
+    out["cancel_ms"] = round((time.monotonic() - start) * 1000, 1)
+    start = time.monotonic()
+    out["after_cancel"] = await call(session, "read_file", {"path": "a.txt"})
+    out["after_cancel_ms"] = round((time.monotonic() - start) * 1000, 1)
+    for _ in range(20):
+        if not alive(f"20.{token}"):
+            break
+        await anyio.sleep(0.05)
+    out["left_alive"] = alive(f"20.{token}")
+
+    # Four one-second commands sent together.
+    results = {}
+
+    async def one(i):
+        results[i] = await call(session, "bash", {"command": f"sleep 1; echo {i}"})
+
+    start = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        for i in range(4):
+            tg.start_soon(one, i)
+    out["parallel_ms"] = round((time.monotonic() - start) * 1000, 1)
+    out["parallel"] = [results[i] for i in range(4)]
+
+    async def edit(line):
+        results[line] = await call(session, "edit_file", {"path": edited, "edits": [{"old": line, "new": line.upper()}]})
+
+    async with anyio.create_task_group() as tg:
+        for line in "abcd":
+            tg.start_soon(edit, line)
+    out["edits"] = [results[line] for line in "abcd"]
+
+    # Progress for a three-second command that prints as it goes.
+    progress = []
+
+    async def on_progress(value, total, message):
+        progress.append({"progress": value, "message": message})
+
+    out["progress_call"] = dump(await session.call_tool(
+        "bash", {"command": "for i in 1 2 3; do echo tick $i; sleep 1; done"}, progress_callback=on_progress
+    ))
+    out["progress"] = progress
+    return out
+
+
+async def long(config):
+    token = str(os.getpid())
+    out = {}
+    async with stdio_client(server(config)) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            out["legacy"] = await long_calls(session, token + "1", "legacy.txt")
+    async with Client(server(config), mode=MODERN) as client:
+        out["version"] = client.protocol_version
+        out["modern"] = await long_calls(client, token + "2", "modern.txt")
     return out
 
 
 async def main():
     config = json.loads(sys.argv[1])
-    scenario = {"tools": tools, "ask": ask}[sys.argv[2]]
+    scenario = {"tools": tools, "ask": ask, "long": long}[sys.argv[2]]
     json.dump(await scenario(config), sys.stdout, ensure_ascii=False, indent=1)
     print()
 

@@ -5,8 +5,11 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 
+use std::time::{Duration, Instant};
+
 use serde_json::{Value, json};
 
+use crate::sandbox::{marker, wait_until_gone};
 use crate::util::Cordon;
 
 /// Runs a session over `lines` (one request each) and returns the response lines.
@@ -589,4 +592,77 @@ fn ask_on_a_terminal_shows_the_diff_and_takes_the_answer() {
     assert!(!cordon.path("t.txt").exists());
     on_terminal(&cordon, &write, "y\n", true);
     assert_eq!(cordon.read("t.txt"), "hi\n");
+}
+
+#[test]
+fn a_cancel_line_kills_the_running_command_and_the_session_goes_on() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\n");
+    let mark = marker("cancel");
+    let mut live = Live::start(&cordon);
+    live.send(
+        json!({"id": "slow", "tool": "bash", "input": {"command": format!("sleep 20; : {mark}")}}),
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    while wait_until_gone(&mark, Duration::ZERO).is_empty() {
+        assert!(Instant::now() < until, "the command did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A line read while the call runs waits its turn; the cancel stops the call at once.
+    live.send(json!({"id": 2, "tool": "read_file", "input": {"path": "a.txt"}}));
+    live.send(json!({"cancel": "slow"}));
+    assert_eq!(live.receive(), json!({"id": "slow", "status": "cancelled"}));
+    let next = live.receive();
+    assert_eq!(
+        (next["id"].clone(), next["output"].clone()),
+        (json!(2), json!("one\n"))
+    );
+    assert_eq!(
+        wait_until_gone(&mark, Duration::from_secs(2)),
+        Vec::<u32>::new()
+    );
+    // Nothing runs by that id any more.
+    live.send(json!({"cancel": "slow"}));
+    let error = live.receive();
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("no call with the id \"slow\" is running"),
+        "{error}"
+    );
+    live.finish();
+}
+
+#[test]
+fn a_cancelled_plugin_call_is_stopped_while_its_guest_spins() {
+    let (cordon, _dir) = crate::plugins::hostile("");
+    let mut live = Live::start(&cordon);
+    live.send(json!({"id": 1, "tool": "spin", "input": {}}));
+    std::thread::sleep(Duration::from_millis(300));
+    live.send(json!({"cancel": 1}));
+    assert_eq!(live.receive(), json!({"id": 1, "status": "cancelled"}));
+    // The guest no longer runs: cordon burns no CPU, where the spin, left to its 10 s
+    // deadline, would burn a core.
+    let before = cpu_time(live.child.id());
+    std::thread::sleep(Duration::from_secs(1));
+    let burnt = cpu_time(live.child.id()) - before;
+    assert!(
+        burnt < Duration::from_millis(250),
+        "cordon used {burnt:?} of CPU"
+    );
+    live.send(json!({"id": 2, "tool": "env", "input": {}}));
+    assert_eq!(live.receive()["status"], "completed");
+    live.finish();
+}
+
+/// The CPU time process `pid` has used, user and system.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: a plain sysconf.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_millis(ticks * 1000 / per_second)
 }

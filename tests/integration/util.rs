@@ -133,7 +133,8 @@ impl Cordon {
     }
 
     /// Runs `cordon mcp`: the handshake, then `requests` (JSON-RPC messages); returns the
-    /// answers to the requests, parsed. The server must end with status 0.
+    /// answers to the requests, parsed, in the order of their ids (calls run concurrently, so
+    /// they may finish in any order). The server must end with status 0.
     pub fn mcp(&self, requests: &[serde_json::Value]) -> Vec<serde_json::Value> {
         let handshake = [
             serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -148,11 +149,14 @@ impl Cordon {
             .collect();
         let run = self.run_with_stdin(&["mcp"], input);
         assert_eq!(run.code, 0, "{}", run.stderr);
-        run.stdout
+        let mut answers: Vec<serde_json::Value> = run
+            .stdout
             .lines()
-            .skip(1)
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
+            .collect();
+        answers.sort_by_key(|a| a["id"].as_i64().unwrap_or(i64::MAX));
+        answers.remove(0);
+        answers
     }
 
     /// Starts `cordon <args>` with its standard input, output and error piped.

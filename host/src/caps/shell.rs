@@ -9,9 +9,17 @@ impl Host for State {
         let Some(mut policy) = self.grants.shell.clone() else {
             return refused("the shell capability is not granted to this plugin".into());
         };
-        if let Some(asker) = &self.asker {
-            std::sync::Arc::make_mut(&mut policy).ask = Some(asker.clone());
-        }
+        let stop = match shell::Stop::new() {
+            Ok(stop) => stop,
+            Err(e) => return refused(format!("cannot make the command stoppable: {e}")),
+        };
+        let command_policy = std::sync::Arc::make_mut(&mut policy);
+        command_policy.ask = self.watch.asker.clone();
+        command_policy.progress = self.watch.progress.clone();
+        command_policy.stop = Some(stop.clone());
+        // Dropped with this future when the call is given up (cancelled, past its deadline):
+        // the command's tree dies then, not when it would have ended.
+        let _stop = StopOnDrop(stop);
         // The runner blocks on a child process for up to the timeout: keep it off the async
         // workers.
         match tokio::task::spawn_blocking(move || shell::run(&policy, &command)).await {
@@ -32,6 +40,15 @@ impl Host for State {
             }
             Err(e) => refused(format!("the shell runner failed: {e}")),
         }
+    }
+}
+
+/// Stops a command when dropped: after it ended, harmless.
+struct StopOnDrop(shell::Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 

@@ -12,14 +12,15 @@ pub mod loops;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{PermissionOption, ToolCall, ToolCallStatus};
 use serde_json::Value;
 
 use crate::bindings::Kind;
 use crate::output;
-use crate::plugin::{Plugin, Tool};
-use crate::runtime::{self, Call, CallError, CallOutcome, Runtime};
+use crate::plugin::Tool;
+use crate::runtime::{self, Call, CallError, CallOutcome, Runtime, Watch};
 use counters::Counters;
 use display::TerminalView;
 use loops::LoopDetector;
@@ -108,24 +109,135 @@ pub struct Pending<'r> {
     runtime: &'r Runtime,
     id: String,
     name: String,
-    input: Value,
     /// The tool, when it is declared (shown even when the input is wrong).
     tool: Option<&'r Tool>,
-    /// The call's plugin and tool, or why the call cannot run.
-    ready: Result<(&'r Plugin, &'r Tool), CallError>,
+    /// The call, or why it cannot run and its input as given (null when it was not JSON).
+    ready: Result<Call<'r>, (CallError, Value)>,
 }
 
-impl Pending<'_> {
+impl<'r> Pending<'r> {
     /// Why the call cannot run, if it cannot.
     pub fn error(&self) -> Option<&CallError> {
-        self.ready.as_ref().err()
+        self.ready.as_ref().err().map(|(error, _)| error)
     }
 
     /// The header of the call, to show before it runs (escaped, one line).
     pub fn header(&self) -> String {
-        header(self.tool, &self.name, &self.input)
+        header(self.tool, &self.name, self.input())
+    }
+
+    /// The tool's name, as the model gave it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The input, parsed (null when it was not JSON).
+    pub fn input(&self) -> &Value {
+        match &self.ready {
+            Ok(call) => &call.input,
+            Err((_, input)) => input,
+        }
+    }
+
+    /// The kind of the call's tool, when it can run.
+    pub fn kind(&self) -> Option<Kind> {
+        self.ready.as_ref().ok().map(|call| call.tool.kind)
+    }
+
+    /// What the user is asked about the call ([`Decision::Ask`]), with exactly what would
+    /// change: an edit is first computed without writing. When that dry run fails, there is
+    /// nothing to ask about, and its failure is the call's outcome.
+    pub async fn question(&self) -> Result<PermissionRequest, CallOutcome> {
+        let call = match &self.ready {
+            Ok(call) => call,
+            Err((error, _)) => return Err(CallOutcome::failure(error.to_string())),
+        };
+        let (declaration, kind) = (&call.tool.declaration, call.tool.kind);
+        let dry = if kind == Kind::Execute {
+            None
+        } else {
+            let dry = self.runtime.run(call, true, Watch::default()).await;
+            if dry.failed {
+                return Err(dry);
+            }
+            Some(dry)
+        };
+        Ok(PermissionRequest {
+            tool_call: acp::tool_call(
+                &self.id,
+                Some(kind),
+                &title(Some(call.tool), &declaration.name, &call.input),
+                &call.input,
+                dry.as_ref(),
+                ToolCallStatus::Pending,
+            ),
+            options: acp::permission_options(),
+            header: display::header(declaration, &call.input),
+            argument: display::whole_argument(declaration, &call.input),
+            details: dry
+                .map(|d| display::escape(&d.output).into_owned())
+                .unwrap_or_default(),
+        })
+    }
+
+    /// Runs the call, or fails with why it cannot run. With `hosts` (a session in ask mode,
+    /// [`Session::hosts`]) and an allowlist of hosts, a connection that its commands make to a
+    /// host off the list is put to the user through `ask` while the call runs. `progress`
+    /// counts its commands' output as they print it.
+    pub async fn run(
+        &self,
+        hosts: Option<Hosts>,
+        ask: &mut impl Ask,
+        progress: Option<crate::shell::Progress>,
+    ) -> CallOutcome {
+        let call = match &self.ready {
+            Ok(call) => call,
+            Err((error, _)) => return CallOutcome::failure(error.to_string()),
+        };
+        let mut watch = Watch {
+            asker: None,
+            progress,
+        };
+        let asking = matches!(self.runtime.network(), crate::shell::Network::Allow(_));
+        let Some(hosts) = hosts.filter(|_| asking) else {
+            return self.runtime.run(call, false, watch).await;
+        };
+        // The command's thread waits for the answer; this task asks.
+        let (questions, mut asked) = tokio::sync::mpsc::unbounded_channel();
+        watch.asker = Some(crate::shell::Asker::new(move |host, port| {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            questions.send((host.to_string(), port, reply)).is_ok()
+                && answer.blocking_recv().unwrap_or(false)
+        }));
+        let run = self.runtime.run(call, false, watch);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                outcome = &mut run => return outcome,
+                Some((host, port, reply)) = asked.recv() => {
+                    let allowed = allow_host(&self.id, &hosts, &host, port, ask).await;
+                    let _ = reply.send(allowed);
+                }
+            }
+        }
     }
 }
+
+/// What the session's rules say about a call before it runs ([`Session::decide`]).
+pub enum Decision {
+    /// It runs: it needs no permission or has it (a call that cannot run fails as it runs).
+    Run,
+    /// It is refused; the outcome says why.
+    Refuse(CallOutcome),
+    /// The user must be asked ([`Pending::question`]), and the answer given to
+    /// [`Session::answer`].
+    Ask,
+}
+
+/// The session's "always" answers about hosts off the allowlist (`host:port` → allowed),
+/// shared with the calls that run while others do.
+#[derive(Clone, Default)]
+pub struct Hosts(Arc<Mutex<HashMap<String, bool>>>);
 
 /// A call that went through the session.
 pub struct Finished<'r> {
@@ -174,12 +286,16 @@ impl Finished<'_> {
 
 /// The state that spans calls. It does not hold the runtime: each call names the runtime it
 /// runs on, so a front door that must own everything (an MCP server) need not borrow it.
+///
+/// [`Session::call`] takes a call through every rule in turn. A front door that runs calls
+/// concurrently uses the steps: [`Session::prepare`], [`Session::decide`] (then
+/// [`Pending::question`] and [`Session::answer`] when the user must be asked),
+/// [`Pending::run`], which needs no session, and [`Session::finish`] in completion order.
 pub struct Session {
     mode: Mode,
     /// Tool name → the "always" answer given for it.
     always: HashMap<String, bool>,
-    /// `host:port` off the allowlist → the "always" answer given for it.
-    hosts: HashMap<String, bool>,
+    hosts: Hosts,
     loops: LoopDetector,
     counters: Counters,
     calls: u64,
@@ -191,7 +307,7 @@ impl Session {
         Session {
             mode,
             always: HashMap::new(),
-            hosts: HashMap::new(),
+            hosts: Hosts::default(),
             loops: LoopDetector::default(),
             counters: Counters::default(),
             calls: 0,
@@ -224,13 +340,17 @@ impl Session {
     ) -> Pending<'r> {
         let found = runtime.find(name);
         let tool = found.as_ref().ok().map(|&(_, tool)| tool);
-        let (input, ready) = match (found, input) {
-            (Err(unknown), input) => (input.unwrap_or(Value::Null), Err(unknown)),
-            (Ok(_), Err(unparsed)) => (Value::Null, Err(unparsed)),
-            (Ok((plugin, tool)), Ok(input)) => {
-                let ready = runtime::check(tool, &input).map(|()| (plugin, tool));
-                (input, ready)
-            }
+        let ready = match (found, input) {
+            (Err(unknown), input) => Err((unknown, input.unwrap_or(Value::Null))),
+            (Ok(_), Err(unparsed)) => Err((unparsed, Value::Null)),
+            (Ok((plugin, tool)), Ok(input)) => match runtime::check(tool, &input) {
+                Ok(()) => Ok(Call {
+                    plugin,
+                    tool,
+                    input,
+                }),
+                Err(invalid) => Err((invalid, input)),
+            },
         };
         self.calls += 1;
         Pending {
@@ -238,35 +358,81 @@ impl Session {
             tool,
             id: format!("call_{}", self.calls),
             name: name.to_string(),
-            input,
             ready,
         }
     }
 
     /// Runs one call through permissions, the plugin, the loop detector and the counters.
     pub async fn call<'r>(&mut self, pending: Pending<'r>, ask: &mut impl Ask) -> Finished<'r> {
+        let decision = match self.decide(&pending) {
+            Decision::Ask => match pending.question().await {
+                Ok(request) => {
+                    let answer = ask.ask(&request).await;
+                    self.answer(&pending, answer)
+                }
+                Err(failed) => Decision::Refuse(failed),
+            },
+            decided => decided,
+        };
+        let outcome = match decision {
+            Decision::Refuse(refusal) => refusal,
+            _ => pending.run(self.hosts(), ask, None).await,
+        };
+        self.finish(pending, outcome)
+    }
+
+    /// Whether `pending` may run, by the mode and the "always" answers given so far.
+    pub fn decide(&self, pending: &Pending) -> Decision {
+        let Ok(call) = &pending.ready else {
+            return Decision::Run;
+        };
+        let (name, kind) = (&call.tool.declaration.name, call.tool.kind);
+        if !kind.needs_permission() {
+            return Decision::Run;
+        }
+        let answer = match (self.mode, self.always.get(name)) {
+            (Mode::Allow, _) | (Mode::Ask, Some(true)) => return Decision::Run,
+            (Mode::Ask, None) => return Decision::Ask,
+            (Mode::Deny, _) | (Mode::Ask, Some(false)) => Answer::RejectOnce,
+        };
+        Decision::Refuse(CallOutcome::failure(refusal(kind, name, answer)))
+    }
+
+    /// Takes the user's `answer` about `pending` (an "always" one holds for the rest of the
+    /// session): whether the call runs or is refused (never [`Decision::Ask`]).
+    pub fn answer(&mut self, pending: &Pending, answer: Answer) -> Decision {
+        let Ok(call) = &pending.ready else {
+            return Decision::Run;
+        };
+        let (name, kind) = (&call.tool.declaration.name, call.tool.kind);
+        if answer.always() {
+            self.always.insert(name.clone(), answer.allows());
+        }
+        if answer.allows() {
+            Decision::Run
+        } else {
+            Decision::Refuse(CallOutcome::failure(refusal(kind, name, answer)))
+        }
+    }
+
+    /// The answers about hosts that [`Pending::run`] asks with: in ask mode only.
+    pub fn hosts(&self) -> Option<Hosts> {
+        (self.mode == Mode::Ask).then(|| self.hosts.clone())
+    }
+
+    /// Ends a call with its `outcome`: the loop detector sees it (and may warn in it), and the
+    /// turn's counters count it.
+    pub fn finish<'r>(&mut self, pending: Pending<'r>, mut outcome: CallOutcome) -> Finished<'r> {
         let Pending {
-            runtime,
             id,
             name,
-            input,
             tool,
             ready,
+            ..
         } = pending;
-        let (mut outcome, input) = match ready {
-            Ok((plugin, tool)) => {
-                let call = Call {
-                    plugin,
-                    tool,
-                    input,
-                };
-                let outcome = match self.permit(runtime, &id, &call, ask).await {
-                    Ok(()) => self.run(runtime, &id, &call, ask).await,
-                    Err(refusal) => refusal,
-                };
-                (outcome, call.input)
-            }
-            Err(error) => (error.into(), input),
+        let input = match ready {
+            Ok(call) => call.input,
+            Err((_, input)) => input,
         };
         if let Some(warning) = self.loops.observe(&name, &input, &outcome.output) {
             if !outcome.output.is_empty() && !outcome.output.ends_with('\n') {
@@ -291,137 +457,39 @@ impl Session {
         let counters = std::mem::take(&mut self.counters);
         (counters.json(), counters.display())
     }
+}
 
-    /// Runs `call`. In ask mode with an allowlist of hosts, a connection that its commands make
-    /// to a host off the list is put to the user through `ask` while the call runs.
-    async fn run(
-        &mut self,
-        runtime: &Runtime,
-        id: &str,
-        call: &Call<'_>,
-        ask: &mut impl Ask,
-    ) -> CallOutcome {
-        if self.mode != Mode::Ask || !matches!(runtime.network(), crate::shell::Network::Allow(_)) {
-            return runtime.run(call, false, None).await;
-        }
-        // The command's thread waits for the answer; this task asks.
-        let (questions, mut asked) = tokio::sync::mpsc::unbounded_channel();
-        let asker = crate::shell::Asker::new(move |host, port| {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            questions.send((host.to_string(), port, reply)).is_ok()
-                && answer.blocking_recv().unwrap_or(false)
-        });
-        let run = runtime.run(call, false, Some(asker));
-        tokio::pin!(run);
-        loop {
-            tokio::select! {
-                outcome = &mut run => return outcome,
-                Some((host, port, reply)) = asked.recv() => {
-                    let allowed = self.allow_host(id, &host, port, ask).await;
-                    let _ = reply.send(allowed);
-                }
-            }
-        }
+/// Whether a command of the call `id` may reach `host:port`, which its allowlist does not
+/// name: the session's "always" answer for it, else the user's.
+async fn allow_host(id: &str, hosts: &Hosts, host: &str, port: u16, ask: &mut impl Ask) -> bool {
+    let target = format!("{}:{port}", crate::shell::egress::bracketed(host));
+    if let Some(&allowed) = hosts.0.lock().unwrap().get(&target) {
+        return allowed;
     }
-
-    /// Whether a command may reach `host:port`, which its allowlist does not name: the
-    /// session's "always" answer for it, else the user's.
-    async fn allow_host(&mut self, id: &str, host: &str, port: u16, ask: &mut impl Ask) -> bool {
-        let target = format!("{}:{port}", crate::shell::egress::bracketed(host));
-        if let Some(&allowed) = self.hosts.get(&target) {
-            return allowed;
-        }
-        let title = format!("Connect to {target}");
-        let request = PermissionRequest {
-            tool_call: acp::tool_call(
-                &format!("{id}-network"),
-                Some(Kind::Fetch),
-                &title,
-                &serde_json::json!({ "host": host, "port": port }),
-                None,
-                ToolCallStatus::Pending,
-            ),
-            options: acp::permission_options(),
-            header: display::escape(&format!("🌐 {title}")).into_owned(),
-            argument: None,
-            details: display::escape(&format!(
-                "A command of this call wants to reach {target}, which the allowlist \
-                 (--allow-domain) does not name."
-            ))
-            .into_owned(),
-        };
-        let answer = ask.ask(&request).await;
-        if answer.always() {
-            self.hosts.insert(target, answer.allows());
-        }
-        answer.allows()
+    let title = format!("Connect to {target}");
+    let request = PermissionRequest {
+        tool_call: acp::tool_call(
+            &format!("{id}-network"),
+            Some(Kind::Fetch),
+            &title,
+            &serde_json::json!({ "host": host, "port": port }),
+            None,
+            ToolCallStatus::Pending,
+        ),
+        options: acp::permission_options(),
+        header: display::escape(&format!("🌐 {title}")).into_owned(),
+        argument: None,
+        details: display::escape(&format!(
+            "A command of this call wants to reach {target}, which the allowlist \
+             (--allow-domain) does not name."
+        ))
+        .into_owned(),
+    };
+    let answer = ask.ask(&request).await;
+    if answer.always() {
+        hosts.0.lock().unwrap().insert(target, answer.allows());
     }
-
-    /// Decides whether `call` may run; the error is the outcome of a refusal (or of a dry run
-    /// that already failed, so there is nothing to ask about).
-    async fn permit(
-        &mut self,
-        runtime: &Runtime,
-        id: &str,
-        call: &Call<'_>,
-        ask: &mut impl Ask,
-    ) -> Result<(), CallOutcome> {
-        let (declaration, kind) = (&call.tool.declaration, call.tool.kind);
-        if !kind.needs_permission() {
-            return Ok(());
-        }
-        let answer = match self.mode {
-            Mode::Allow => Answer::AllowOnce,
-            Mode::Deny => Answer::RejectOnce,
-            Mode::Ask => match self.always.get(&declaration.name) {
-                Some(true) => Answer::AllowOnce,
-                Some(false) => Answer::RejectOnce,
-                None => {
-                    // Show the user exactly what would change: compute it without writing.
-                    let dry = if kind == Kind::Execute {
-                        None
-                    } else {
-                        let dry = runtime.run(call, true, None).await;
-                        if dry.failed {
-                            return Err(dry);
-                        }
-                        Some(dry)
-                    };
-                    let request = PermissionRequest {
-                        tool_call: acp::tool_call(
-                            id,
-                            Some(kind),
-                            &title(Some(call.tool), &declaration.name, &call.input),
-                            &call.input,
-                            dry.as_ref(),
-                            ToolCallStatus::Pending,
-                        ),
-                        options: acp::permission_options(),
-                        header: display::header(declaration, &call.input),
-                        argument: display::whole_argument(declaration, &call.input),
-                        details: dry
-                            .map(|d| display::escape(&d.output).into_owned())
-                            .unwrap_or_default(),
-                    };
-                    let answer = ask.ask(&request).await;
-                    if answer.always() {
-                        self.always
-                            .insert(declaration.name.clone(), answer.allows());
-                    }
-                    answer
-                }
-            },
-        };
-        if answer.allows() {
-            Ok(())
-        } else {
-            Err(CallOutcome::failure(refusal(
-                kind,
-                &declaration.name,
-                answer,
-            )))
-        }
-    }
+    answer.allows()
 }
 
 /// The exact text of a refused call: the reference fixes it for commands the user rejected.
