@@ -39,6 +39,11 @@ use rmcp::model::{
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
     ServerResult, Tool, ToolAnnotations,
 };
+#[expect(
+    deprecated,
+    reason = "MCP logging, deprecated by SEP-2577, is what clients show"
+)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{
     ElicitationMode, NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError,
     Service,
@@ -64,6 +69,7 @@ pub async fn serve(runtime: Runtime, options: &Options, mode: Mode) -> anyhow::R
         slots: Semaphore::new(PARALLEL),
         writes: Mutex::new(()),
         asked: Default::default(),
+        log_level: Default::default(),
     };
     // When stdin and stdout are pipes (as MCP clients launch servers), read and write them on
     // the reactor instead of handing every message to a blocking thread and back: a fifth of
@@ -143,11 +149,25 @@ struct Server {
     /// The permission questions handed to a 2026-07-28 client, by the request state that
     /// brings the answer back: the call (tool and input) each is about.
     asked: std::sync::Mutex<BTreeMap<u64, (String, Value)>>,
+    /// The level the client asked log messages at (`logging/setLevel`); none: none are sent.
+    #[expect(
+        deprecated,
+        reason = "MCP logging, deprecated by SEP-2577, is what clients show"
+    )]
+    log_level: std::sync::Mutex<Option<LoggingLevel>>,
 }
 
 impl ServerHandler for Server {
+    #[expect(
+        deprecated,
+        reason = "MCP logging, deprecated by SEP-2577, is what clients show"
+    )]
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("cordon", env!("CARGO_PKG_VERSION"))
                     .with_title("cordon")
@@ -179,6 +199,20 @@ impl ServerHandler for Server {
                  deny"
             );
         }
+    }
+
+    /// `logging/setLevel`: per-call lines are sent to the client at `info` and below.
+    #[expect(
+        deprecated,
+        reason = "MCP logging, deprecated by SEP-2577, is what clients show"
+    )]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *self.log_level.lock().unwrap() = Some(request.level);
+        Ok(())
     }
 
     async fn list_tools(
@@ -318,7 +352,7 @@ impl Server {
         };
         let header = pending.header();
         let outcome = self.session.lock().await.finish(pending, outcome).outcome;
-        tracing::info!(
+        let line = format!(
             "{header} ({})",
             if outcome.failed {
                 "failed"
@@ -326,6 +360,8 @@ impl Server {
                 "completed"
             }
         );
+        tracing::info!("{line}");
+        self.log(context, line).await;
         let content = vec![ContentBlock::text(outcome.output)];
         Ok(if outcome.failed {
             CallToolResult::error(content)
@@ -333,6 +369,23 @@ impl Server {
             CallToolResult::success(content)
         }
         .into())
+    }
+
+    /// Sends the per-call `line` to the client as an `info` log message, when it asked for
+    /// that level or a lower one: with `logging/setLevel` (2025-11-25) or in the request's
+    /// `_meta` (2026-07-28). MCP logging is deprecated (SEP-2577), but clients still show it.
+    #[expect(
+        deprecated,
+        reason = "MCP logging, deprecated by SEP-2577, is what clients show"
+    )]
+    async fn log(&self, context: &RequestContext<RoleServer>, line: String) {
+        let level = context.meta.log_level().or(*self.log_level.lock().unwrap());
+        if matches!(level, Some(LoggingLevel::Debug | LoggingLevel::Info)) {
+            let message = LoggingMessageNotificationParam::new(LoggingLevel::Info, line.into())
+                .with_logger("cordon");
+            // A client that left is not this call's concern.
+            let _ = context.peer.notify_logging_message(message).await;
+        }
     }
 
     /// Runs `pending`; with a progress `token`, a notification each second while it runs:

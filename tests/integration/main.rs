@@ -8,6 +8,7 @@ mod examples;
 mod file_tools;
 mod mcp;
 mod network;
+mod node;
 mod own_files;
 mod plugins;
 mod protect;

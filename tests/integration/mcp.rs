@@ -6,6 +6,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+use crate::node::typescript_sdk;
 use crate::python::python;
 use crate::util::{Cordon, cache_dir};
 
@@ -18,18 +19,8 @@ fn drive(cordon: &Cordon, scenario: &str, outside: &str) -> Value {
 
 /// [`drive`], and what was written to standard error: cordon's, which the client passes on.
 fn drive_with_stderr(cordon: &Cordon, scenario: &str, outside: &str) -> (Value, String) {
-    // The same options every other test's `cordon` gets: --workspace and the extra ones.
-    let args: Vec<String> = cordon
-        .command()
-        .get_args()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let config = json!({
-        "cordon": env!("CARGO_BIN_EXE_cordon"),
-        "args": args,
-        "env": {"CORDON_CACHE_DIR": cache_dir()},
-        "outside": outside,
-    });
+    let mut config = client_config(cordon);
+    config["outside"] = outside.into();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/integration/mcp_client.py");
     let out = Command::new(python())
         .arg(&script)
@@ -47,6 +38,34 @@ fn drive_with_stderr(cordon: &Cordon, scenario: &str, outside: &str) -> (Value, 
     let seen = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("mcp_client.py printed no JSON ({e}):\n{stdout}\n{stderr}"));
     (seen, stderr.into_owned())
+}
+
+/// How a client script starts `cordon mcp`: the binary, the same options every other test's
+/// `cordon` gets (--workspace and the extra ones), and the environment.
+fn client_config(cordon: &Cordon) -> Value {
+    let args: Vec<String> = cordon
+        .command()
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    json!({
+        "cordon": env!("CARGO_BIN_EXE_cordon"),
+        "args": args,
+        "env": {"CORDON_CACHE_DIR": cache_dir()},
+    })
+}
+
+/// Panics unless `stderr`, cordon's, says nothing about the calls. The compile cache may say
+/// it compiles a component again (a cache written by another build of cordon).
+fn assert_quiet(stderr: &str) {
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| !l.contains("cached component"))
+        .collect();
+    assert!(
+        said.is_empty(),
+        "cordon mcp wrote to standard error: {said:?}"
+    );
 }
 
 /// The text of a tool result, and whether it is an error; panics on a JSON-RPC error.
@@ -343,16 +362,7 @@ fn cancelled_parallel_and_long_calls_behave_as_agents_need() {
         );
         assert!(last["progress"].as_f64().unwrap() >= 2.0, "{mode}: {last}");
     }
-    // Nothing about the calls; the compile cache may say it compiles a component again (a
-    // cache written by another build of cordon).
-    let said: Vec<&str> = stderr
-        .lines()
-        .filter(|l| !l.contains("cached component"))
-        .collect();
-    assert!(
-        said.is_empty(),
-        "cordon mcp wrote to standard error: {said:?}"
-    );
+    assert_quiet(&stderr);
 }
 
 /// Standard output carries JSON-RPC messages only (the logs go to standard error, quiet unless
@@ -418,4 +428,90 @@ fn malformed_call_params_are_quoted_short() {
             total - 100
         )
     );
+}
+
+/// A client that asks for log messages (`logging/setLevel` in 2025-11-25, `_meta` in
+/// 2026-07-28) gets a line per call at `info`; one that does not, none.
+#[test]
+fn log_messages_reach_a_client_that_asks_for_them() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\n");
+    let out = drive(&cordon, "logged", "../unused");
+    let lines = |mode: &str| -> Vec<(String, String)> {
+        out[mode]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["level"].as_str().unwrap().into(),
+                    m["data"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    // Before the level was set nothing came; after, the failed read's line.
+    assert_eq!(
+        lines("legacy"),
+        [("info".into(), "📖 read_file: missing.txt (failed)".into())],
+        "{out:#}"
+    );
+    assert_eq!(
+        lines("modern"),
+        [("info".into(), "📖 read_file: a.txt (completed)".into())],
+        "{out:#}"
+    );
+}
+
+/// The official TypeScript SDK (2025-11-25): ping after listing, an elicitation answered allow
+/// and reject, a call cancelled on the client's timeout that leaves no process, calls in
+/// parallel, progress, and a quiet standard error.
+#[test]
+fn the_typescript_sdk_asks_cancels_and_runs_calls_in_parallel() {
+    let cordon = Cordon::new();
+    cordon.write("a.txt", "one\n");
+    let config = client_config(&cordon);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/integration/mcp_client.mjs");
+    let run = Command::new("node")
+        .arg(&script)
+        .arg(config.to_string())
+        .env("CORDON_TS_SDK", typescript_sdk())
+        .output()
+        .expect("run node (install node and npm)");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "mcp_client.mjs failed ({})\n{stdout}\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let out: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+
+    assert!(
+        out["tools"].as_array().unwrap().contains(&json!("bash")),
+        "{out:#}"
+    );
+    assert_eq!(out["ping"], json!({"result": {}}), "{out:#}");
+    assert_eq!(out["asked"].as_array().unwrap().len(), 2, "{out:#}");
+    assert!(completed(&out["allowed"]).starts_with("Created ts1.txt"));
+    assert_eq!(cordon.read("ts1.txt"), "one\n");
+    assert_eq!(
+        failed(&out["declined"]),
+        "[write_file rejected by the user: nothing was written]"
+    );
+    assert!(!cordon.path("ts2.txt").exists());
+
+    assert!(out["cancelled"]["error"].is_string(), "{out:#}");
+    assert_eq!(completed(&out["after_cancel"]), "one\n");
+    let after = out["after_cancel_ms"].as_f64().unwrap();
+    assert!(after < 1000.0, "the next call took {after} ms");
+    assert_eq!(out["left_alive"], json!([]), "{out:#}");
+    let parallel = out["parallel_ms"].as_f64().unwrap();
+    assert!(parallel < 2000.0, "four sleep 1 took {parallel} ms");
+    for (i, call) in out["parallel"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(completed(call), format!("{i}\n"));
+    }
+    completed(&out["progress_call"]);
+    assert!(out["progress"].as_array().unwrap().len() >= 2, "{out:#}");
+    assert_quiet(out["stderr"].as_str().unwrap());
 }

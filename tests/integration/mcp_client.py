@@ -221,6 +221,26 @@ async def long_calls(session, token, edited):
     return out
 
 
+async def logged(config):
+    """Log messages sent to a client that asks for them, in each lifecycle."""
+    out = {"legacy": [], "modern": []}
+
+    def collect(into):
+        async def on_message(params):
+            into.append(dump(params))
+        return on_message
+
+    async with stdio_client(server(config)) as (read, write):
+        async with ClientSession(read, write, logging_callback=collect(out["legacy"])) as session:
+            await session.initialize()
+            await session.call_tool("read_file", {"path": "a.txt"})
+            await session.set_logging_level("info")
+            await session.call_tool("read_file", {"path": "missing.txt"})
+    async with Client(server(config), mode=MODERN, log_level="info", logging_callback=collect(out["modern"])) as client:
+        await client.call_tool("read_file", {"path": "a.txt"})
+    return out
+
+
 async def long(config):
     token = str(os.getpid())
     out = {}
@@ -236,7 +256,7 @@ async def long(config):
 
 async def main():
     config = json.loads(sys.argv[1])
-    scenario = {"tools": tools, "ask": ask, "long": long}[sys.argv[2]]
+    scenario = {"tools": tools, "ask": ask, "long": long, "logged": logged}[sys.argv[2]]
     json.dump(await scenario(config), sys.stdout, ensure_ascii=False, indent=1)
     print()
 

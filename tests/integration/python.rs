@@ -70,7 +70,7 @@ fn works(python: &Path) -> bool {
         .is_ok_and(|out| out.status.success())
 }
 
-fn run(command: &mut Command, what: &str) {
+pub(crate) fn run(command: &mut Command, what: &str) {
     let out = command
         .output()
         .unwrap_or_else(|e| panic!("cannot {what}: {e}"));
