@@ -38,6 +38,21 @@ const TYPES: &str = "wasi:filesystem/types@0.2.12";
 /// Links of a path followed before the call is refused as a loop, as Linux's `ELOOP`.
 const MAX_LINKS: usize = 40;
 
+/// The body of a shadowed call: the `changes` it makes checked (and the call refused with the
+/// error of a refusal), then `op`, wasmtime-wasi's own call, run on its filesystem view.
+macro_rules! checked {
+    ($store:ident, $changes:expr, |$view:ident| $op:expr) => {
+        Box::new(async move {
+            if let Some(code) = refused($store.data_mut(), &$changes) {
+                return Ok((Err(code),));
+            }
+            let mut $view = $store.data_mut().filesystem();
+            let done = $op.await;
+            lower(&mut $view, done)
+        })
+    };
+}
+
 /// Replaces wasmtime-wasi's changing `wasi:filesystem` calls by checked ones. Linked after
 /// WASI, only for a plugin with a read-write directory in a guarded workspace.
 pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
@@ -53,39 +68,32 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
             OpenFlags,
             DescriptorFlags,
         )| {
-            Box::new(async move {
-                let writes = flags.contains(DescriptorFlags::WRITE)
-                    || open.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE);
-                if writes {
-                    let follows = follow.contains(PathFlags::SYMLINK_FOLLOW);
-                    let change = Change::write(&fd, &path, follows);
-                    if let Some(code) = refused(store.data_mut(), &[change]) {
-                        return Ok((Err(code),));
-                    }
-                }
-                let mut view = store.data_mut().filesystem();
-                let done = view.open_at(fd, follow, path, open, flags).await;
-                lower(&mut view, done)
-            })
+            let writes = flags.contains(DescriptorFlags::WRITE)
+                || open.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE);
+            let follows = follow.contains(PathFlags::SYMLINK_FOLLOW);
+            checked!(
+                store,
+                match writes {
+                    true => vec![Change::write(&fd, &path, follows)],
+                    false => Vec::new(),
+                },
+                |view| view.open_at(fd, follow, path, open, flags)
+            )
         },
     )?;
     types.func_wrap_async(
         "[method]descriptor.create-directory-at",
         |mut store, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                // A new git directory is what `git init` makes, and its entries are protected
-                // once it exists: only a `.git` file is a git link.
-                let change = Change {
+            // A new git directory is what `git init` makes, and its entries are protected
+            // once it exists: only a `.git` file is a git link.
+            checked!(
+                store,
+                [Change {
                     makes_dir: true,
                     ..Change::write(&fd, &path, false)
-                };
-                if let Some(code) = refused(store.data_mut(), &[change]) {
-                    return Ok((Err(code),));
-                }
-                let mut view = store.data_mut().filesystem();
-                let done = view.create_directory_at(fd, path).await;
-                lower(&mut view, done)
-            })
+                }],
+                |view| view.create_directory_at(fd, path)
+            )
         },
     )?;
     types.func_wrap_async(
@@ -98,73 +106,47 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
             Resource<Descriptor>,
             String,
         )| {
-            Box::new(async move {
-                let follows = follow.contains(PathFlags::SYMLINK_FOLLOW);
-                let changes = [
+            let follows = follow.contains(PathFlags::SYMLINK_FOLLOW);
+            checked!(
+                store,
+                [
                     Change::write(&fd, &old, follows),
                     Change::write(&new_fd, &new, false),
-                ];
-                if let Some(code) = refused(store.data_mut(), &changes) {
-                    return Ok((Err(code),));
-                }
-                let mut view = store.data_mut().filesystem();
-                let done = view.link_at(fd, follow, old, new_fd, new).await;
-                lower(&mut view, done)
-            })
+                ],
+                |view| view.link_at(fd, follow, old, new_fd, new)
+            )
         },
     )?;
     types.func_wrap_async(
         "[method]descriptor.rename-at",
         |mut store,
          (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String)| {
-            Box::new(async move {
-                let changes = [Change::moved(&fd, &old), Change::moved(&new_fd, &new)];
-                if let Some(code) = refused(store.data_mut(), &changes) {
-                    return Ok((Err(code),));
-                }
-                let mut view = store.data_mut().filesystem();
-                let done = view.rename_at(fd, old, new_fd, new).await;
-                lower(&mut view, done)
-            })
+            checked!(
+                store,
+                [Change::moved(&fd, &old), Change::moved(&new_fd, &new)],
+                |view| view.rename_at(fd, old, new_fd, new)
+            )
         },
     )?;
     types.func_wrap_async(
         "[method]descriptor.symlink-at",
         |mut store, (fd, target, path): (Resource<Descriptor>, String, String)| {
-            Box::new(async move {
-                if let Some(code) = refused(store.data_mut(), &[Change::write(&fd, &path, false)]) {
-                    return Ok((Err(code),));
-                }
-                let mut view = store.data_mut().filesystem();
-                let done = view.symlink_at(fd, target, path).await;
-                lower(&mut view, done)
-            })
+            checked!(store, [Change::write(&fd, &path, false)], |view| view
+                .symlink_at(fd, target, path))
         },
     )?;
     types.func_wrap_async(
         "[method]descriptor.unlink-file-at",
         |mut store, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                if let Some(code) = refused(store.data_mut(), &[Change::moved(&fd, &path)]) {
-                    return Ok((Err(code),));
-                }
-                let mut view = store.data_mut().filesystem();
-                let done = view.unlink_file_at(fd, path).await;
-                lower(&mut view, done)
-            })
+            checked!(store, [Change::moved(&fd, &path)], |view| view
+                .unlink_file_at(fd, path))
         },
     )?;
     types.func_wrap_async(
         "[method]descriptor.remove-directory-at",
         |mut store, (fd, path): (Resource<Descriptor>, String)| {
-            Box::new(async move {
-                if let Some(code) = refused(store.data_mut(), &[Change::moved(&fd, &path)]) {
-                    return Ok((Err(code),));
-                }
-                let mut view = store.data_mut().filesystem();
-                let done = view.remove_directory_at(fd, path).await;
-                lower(&mut view, done)
-            })
+            checked!(store, [Change::moved(&fd, &path)], |view| view
+                .remove_directory_at(fd, path))
         },
     )?;
     types.func_wrap_async(
@@ -177,18 +159,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
             NewTimestamp,
             NewTimestamp,
         )| {
-            Box::new(async move {
-                let follows = follow.contains(PathFlags::SYMLINK_FOLLOW);
-                if let Some(code) = refused(store.data_mut(), &[Change::write(&fd, &path, follows)])
-                {
-                    return Ok((Err(code),));
-                }
-                let mut view = store.data_mut().filesystem();
-                let done = view
-                    .set_times_at(fd, follow, path, accessed, modified)
-                    .await;
-                lower(&mut view, done)
-            })
+            let follows = follow.contains(PathFlags::SYMLINK_FOLLOW);
+            checked!(store, [Change::write(&fd, &path, follows)], |view| view
+                .set_times_at(fd, follow, path, accessed, modified))
         },
     )?;
     linker.allow_shadowing(false);
