@@ -70,10 +70,12 @@ impl Shield {
         let shown = guard.shown(&protected.path);
         let rel = Path::new(&shown);
         let fail = |e: io::Error| format!("cannot protect {shown} ({}): {e}", protected.rule.why());
+        // The scan found the parent (the workspace, or a git directory): it exists.
         let parent = match rel.parent() {
             Some(p) if !p.as_os_str().is_empty() => ns::open_beneath(&self.workspace, p),
             _ => self.workspace.try_clone(),
-        };
+        }
+        .map_err(fail)?;
         let name = ns::cpath(Path::new(rel.file_name().unwrap_or_default())).map_err(fail)?;
         for _ in 0..ATTEMPTS {
             match ns::open_beneath(&self.workspace, rel) {
@@ -86,8 +88,7 @@ impl Shield {
                         return Err(symlink(guard, &protected));
                     }
                     if meta.is_dir() {
-                        let parent = parent.as_ref().map_err(clone_error).map_err(fail)?;
-                        match hold(parent, &name, &at).map_err(fail)? {
+                        match hold(&parent, &name, &at).map_err(fail)? {
                             Some(dir) => self.held.push(Held {
                                 parent: parent.try_clone().map_err(fail)?,
                                 name: name.clone(),
@@ -103,7 +104,6 @@ impl Shield {
                     return Err(symlink(guard, &protected));
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    let parent = parent.as_ref().map_err(clone_error).map_err(fail)?;
                     // SAFETY: a valid descriptor and C string; the result is checked.
                     if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o700) } != 0 {
                         let e = io::Error::last_os_error();
@@ -175,10 +175,6 @@ fn reopen(at: &OwnedFd) -> io::Result<OwnedFd> {
     }
     // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn clone_error(e: &io::Error) -> io::Error {
-    io::Error::new(e.kind(), e.to_string())
 }
 
 /// Each protected path of `shield`, absolute, as a detached tree for the view: opened, in the

@@ -139,6 +139,11 @@ impl<'r> Pending<'r> {
         }
     }
 
+    /// The call, or the text of the failure that says why it cannot run.
+    fn call(&self) -> Result<&Call<'r>, String> {
+        self.ready.as_ref().map_err(|(error, _)| error.to_string())
+    }
+
     /// The kind of the call's tool, when it can run.
     pub fn kind(&self) -> Option<Kind> {
         self.ready.as_ref().ok().map(|call| call.tool.kind)
@@ -148,10 +153,7 @@ impl<'r> Pending<'r> {
     /// change: an edit is first computed without writing. When that dry run fails, there is
     /// nothing to ask about, and its failure is the call's outcome.
     pub async fn question(&self) -> Result<PermissionRequest, CallOutcome> {
-        let call = match &self.ready {
-            Ok(call) => call,
-            Err((error, _)) => return Err(CallOutcome::failure(error.to_string())),
-        };
+        let call = self.call().map_err(CallOutcome::failure)?;
         let (declaration, kind) = (&call.tool.declaration, call.tool.kind);
         let dry = if kind == Kind::Execute {
             None
@@ -190,9 +192,9 @@ impl<'r> Pending<'r> {
         ask: &mut impl Ask,
         progress: Option<crate::shell::Progress>,
     ) -> CallOutcome {
-        let call = match &self.ready {
+        let call = match self.call() {
             Ok(call) => call,
-            Err((error, _)) => return CallOutcome::failure(error.to_string()),
+            Err(why) => return CallOutcome::failure(why),
         };
         let mut watch = Watch {
             asker: None,
