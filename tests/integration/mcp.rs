@@ -55,6 +55,24 @@ fn client_config(cordon: &Cordon) -> Value {
     })
 }
 
+/// What both client scripts report of their long calls (`who` names the client): the call
+/// after a cancelled `sleep 20` (of a workspace whose `a.txt` holds `one`) answered within
+/// 1 s and no process of the cancelled one left, four `sleep 1; echo I` together under 2 s,
+/// and at least two progress notifications for a 3 s command.
+fn assert_long_calls(seen: &Value, who: &str) {
+    assert_eq!(completed(&seen["after_cancel"]), "one\n", "{who}");
+    let after = seen["after_cancel_ms"].as_f64().unwrap();
+    assert!(after < 1000.0, "{who}: the next call took {after} ms");
+    assert_eq!(seen["left_alive"], json!([]), "{who}: {seen:#}");
+    let parallel = seen["parallel_ms"].as_f64().unwrap();
+    assert!(parallel < 2000.0, "{who}: four sleep 1 took {parallel} ms");
+    for (i, call) in seen["parallel"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(completed(call), format!("{i}\n"), "{who}");
+    }
+    let progress = seen["progress"].as_array().unwrap();
+    assert!(progress.len() >= 2, "{who}: {seen:#}");
+}
+
 /// Panics unless `stderr`, cordon's, says nothing about the calls. The compile cache may say
 /// it compiles a component again (a cache written by another build of cordon).
 fn assert_quiet(stderr: &str) {
@@ -329,16 +347,7 @@ fn cancelled_parallel_and_long_calls_behave_as_agents_need() {
     for mode in ["legacy", "modern"] {
         let seen = &out[mode];
         assert_ne!(seen["cancelled"], "not cancelled", "{mode}: {seen:#}");
-        assert_eq!(completed(&seen["after_cancel"]), "one\n", "{mode}");
-        let after = seen["after_cancel_ms"].as_f64().unwrap();
-        assert!(after < 1000.0, "{mode}: the next call took {after} ms");
-        assert_eq!(seen["left_alive"], json!([]), "{mode}: {seen:#}");
-
-        let parallel = seen["parallel_ms"].as_f64().unwrap();
-        assert!(parallel < 2000.0, "{mode}: four sleep 1 took {parallel} ms");
-        for (i, call) in seen["parallel"].as_array().unwrap().iter().enumerate() {
-            assert_eq!(completed(call), format!("{i}\n"), "{mode}");
-        }
+        assert_long_calls(seen, mode);
         // Four edits of one file sent together: applied one after the other, none lost.
         for edit in seen["edits"].as_array().unwrap() {
             completed(edit);
@@ -350,9 +359,7 @@ fn cancelled_parallel_and_long_calls_behave_as_agents_need() {
         );
 
         assert_eq!(seen["progress_call"]["isError"], false, "{mode}: {seen:#}");
-        let progress = seen["progress"].as_array().unwrap();
-        assert!(progress.len() >= 2, "{mode}: {seen:#}");
-        let last = progress.last().unwrap();
+        let last = seen["progress"].as_array().unwrap().last().unwrap();
         assert!(
             last["message"]
                 .as_str()
@@ -502,16 +509,7 @@ fn the_typescript_sdk_asks_cancels_and_runs_calls_in_parallel() {
     assert!(!cordon.path("ts2.txt").exists());
 
     assert!(out["cancelled"]["error"].is_string(), "{out:#}");
-    assert_eq!(completed(&out["after_cancel"]), "one\n");
-    let after = out["after_cancel_ms"].as_f64().unwrap();
-    assert!(after < 1000.0, "the next call took {after} ms");
-    assert_eq!(out["left_alive"], json!([]), "{out:#}");
-    let parallel = out["parallel_ms"].as_f64().unwrap();
-    assert!(parallel < 2000.0, "four sleep 1 took {parallel} ms");
-    for (i, call) in out["parallel"].as_array().unwrap().iter().enumerate() {
-        assert_eq!(completed(call), format!("{i}\n"));
-    }
+    assert_long_calls(&out, "typescript");
     completed(&out["progress_call"]);
-    assert!(out["progress"].as_array().unwrap().len() >= 2, "{out:#}");
     assert_quiet(out["stderr"].as_str().unwrap());
 }

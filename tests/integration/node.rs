@@ -9,13 +9,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::python::run;
+use crate::python::{pinned, run};
 
 /// Every npm package the node tests need, pinned. Changing the list installs afresh.
 pub const PACKAGES: &[&str] = &["@modelcontextprotocol/sdk@1.32.2"];
-
-/// The file that records the package list the directory was made with.
-const MARKER: &str = "cordon-packages.txt";
 
 /// The SDK's package directory, installed (or checked) once per test binary. Panics with
 /// what to install when node or npm fails.
@@ -30,27 +27,23 @@ pub fn typescript_sdk() -> PathBuf {
 }
 
 fn ensure(dir: &Path) {
-    let wanted = format!("{}\n", PACKAGES.join("\n"));
-    let marker = dir.join(MARKER);
-    if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
-        return;
-    }
-    // Missing, made with another list or half made: afresh. The marker is written last.
-    if dir.exists() {
-        std::fs::remove_dir_all(dir)
-            .unwrap_or_else(|e| panic!("cannot remove {}: {e}", dir.display()));
-    }
-    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    run(
-        Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
-            .arg(dir)
-            .args(PACKAGES),
-        &format!(
-            "install {} from npm (install node and npm, e.g. `apt-get install nodejs npm`)",
-            PACKAGES.join(" ")
-        ),
+    pinned(
+        dir,
+        PACKAGES,
+        || true,
+        || {
+            std::fs::create_dir_all(dir)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+            run(
+                Command::new("npm")
+                    .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+                    .arg(dir)
+                    .args(PACKAGES),
+                &format!(
+                    "install {} from npm (install node and npm, e.g. `apt-get install nodejs npm`)",
+                    PACKAGES.join(" ")
+                ),
+            );
+        },
     );
-    std::fs::write(&marker, wanted)
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
 }

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 /// Every package the Python tests need, pinned. Changing the list rebuilds the venv.
 pub const PACKAGES: &[&str] = &["mcp==2.3.0", "componentize-py==0.25.1"];
 
-/// The file in the venv that records the package list it was made with.
+/// The file in a directory of pinned packages that records the list it was made with.
 const MARKER: &str = "cordon-packages.txt";
 
 /// The venv's Python interpreter, the venv created (or checked) once per test binary. Panics
@@ -27,40 +27,54 @@ pub fn python() -> PathBuf {
 
 fn ensure(venv: &Path) -> PathBuf {
     let python = venv.join("bin").join("python");
-    let wanted = format!("{}\n", PACKAGES.join("\n"));
-    let marker = venv.join(MARKER);
-    if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) && works(&python) {
-        return python;
-    }
-    // Missing, made with another list, half made or broken (its python3 went away): afresh.
-    // The marker is written last, so an interrupted install is redone next time.
-    if venv.exists() {
-        std::fs::remove_dir_all(venv)
-            .unwrap_or_else(|e| panic!("cannot remove the old venv {}: {e}", venv.display()));
-    }
-    run(
-        Command::new("python3").arg("-m").arg("venv").arg(venv),
-        "create a Python venv with `python3 -m venv` (install python3 and, on Debian or \
-         Ubuntu, python3-venv)",
+    // Broken when its python3 went away.
+    pinned(
+        venv,
+        PACKAGES,
+        || works(&python),
+        || {
+            run(
+                Command::new("python3").arg("-m").arg("venv").arg(venv),
+                "create a Python venv with `python3 -m venv` (install python3 and, on Debian or \
+             Ubuntu, python3-venv)",
+            );
+            run(
+                Command::new(&python)
+                    .args([
+                        "-m",
+                        "pip",
+                        "install",
+                        "--quiet",
+                        "--disable-pip-version-check",
+                    ])
+                    .args(PACKAGES),
+                &format!(
+                    "install {} from PyPI into the test venv with pip",
+                    PACKAGES.join(" ")
+                ),
+            );
+        },
     );
-    run(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(PACKAGES),
-        &format!(
-            "install {} from PyPI into the test venv with pip",
-            PACKAGES.join(" ")
-        ),
-    );
+    python
+}
+
+/// Makes `dir` hold `packages` with `make` unless it already does: its marker file records
+/// the list it was made with, and `works` says it is not broken. Otherwise (missing, made
+/// with another list, half made or broken) it is made afresh. The marker is written last, so
+/// an interrupted install is redone next time.
+pub(crate) fn pinned(dir: &Path, packages: &[&str], works: impl Fn() -> bool, make: impl FnOnce()) {
+    let wanted = format!("{}\n", packages.join("\n"));
+    let marker = dir.join(MARKER);
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) && works() {
+        return;
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .unwrap_or_else(|e| panic!("cannot remove {}: {e}", dir.display()));
+    }
+    make();
     std::fs::write(&marker, wanted)
         .unwrap_or_else(|e| panic!("cannot write {}: {e}", marker.display()));
-    python
 }
 
 fn works(python: &Path) -> bool {
