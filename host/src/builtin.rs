@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::grants::Grants;
 use crate::options::Options;
+use crate::shell::Shell;
 use crate::spec::{Limits, Source, Spec};
 
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
@@ -18,7 +19,7 @@ include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 pub fn grants(name: &str, options: &Options) -> Option<Grants> {
     let ws = &options.workspace;
     match name {
-        "bash" => Some(Grants::none(ws).shell(Arc::new(options.shell.clone()))),
+        "bash" => Some(Grants::none(ws).shell(Arc::new(Shell::new(options.shell.clone())))),
         "read_file" => options.edit_tools.then(|| Grants::none(ws).read(ws)),
         "write_file" | "edit_file" => options.edit_tools.then(|| Grants::none(ws).read_write(ws)),
         "read_skill" => options

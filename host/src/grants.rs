@@ -31,8 +31,9 @@ pub struct Grants {
     pub dirs: Vec<DirGrant>,
     /// The directory relative paths resolve against (`context.cwd` in the WIT).
     pub cwd: PathBuf,
-    /// The shell capability and the confinement its commands run under; none: not granted.
-    pub shell: Option<Arc<crate::shell::Policy>>,
+    /// The shell capability: the shell its commands run in, confined by its policy; none: not
+    /// granted.
+    pub shell: Option<Arc<crate::shell::Shell>>,
     /// The hosts it may send HTTP requests to, and the headers the host adds; none: no HTTP.
     pub http: Option<Arc<HttpGrant>>,
     /// Environment variables the plugin sees (none by default).
@@ -77,9 +78,9 @@ impl Grants {
         self
     }
 
-    /// Grants the shell capability under `policy`.
-    pub fn shell(mut self, policy: Arc<crate::shell::Policy>) -> Self {
-        self.shell = Some(policy);
+    /// Grants the shell capability: commands run in `shell`.
+    pub fn shell(mut self, shell: Arc<crate::shell::Shell>) -> Self {
+        self.shell = Some(shell);
         self
     }
 

@@ -302,7 +302,7 @@ impl Manifest {
                     fix: setting("allow_shell", "true".into()),
                 });
             }
-            grants = grants.shell(Arc::new(shell.clone()));
+            grants = grants.shell(Arc::new(crate::shell::Shell::new(shell.clone())));
         }
         grants.http = self.http(consent, hosts, &setting)?.map(Arc::new);
         grants.env = self

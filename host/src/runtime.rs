@@ -167,6 +167,10 @@ impl Runtime {
                 specs.retain(claims);
             }
         }
+        // The sandbox sets up while the plugins load.
+        for shell in specs.iter().filter_map(|s| s.grants.shell.as_ref()) {
+            shell.warm();
+        }
         let cache = cache(&options);
         let mut runtime = Runtime {
             // One call does not repay reserving the instance pool.

@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::proxy;
-use super::wire::Request;
+use super::wire::Setup;
 use super::{ENVIRONMENT, Network, PATH, RESERVED};
 
 /// bash, ready to exec.
@@ -20,17 +20,18 @@ pub(super) struct Bash {
 }
 
 impl Bash {
-    /// bash for `request`, with `HOME` and `TMPDIR` set to `home` and `tmp`.
-    pub fn new(request: &Request, home: &Path, tmp: &Path) -> Result<Bash, String> {
-        let argv = ["bash", "--noprofile", "--norc", "-c", &request.command]
+    /// bash running `command` as `setup` says, with `HOME` and `TMPDIR` set to `home` and
+    /// `tmp`.
+    pub fn new(setup: &Setup, command: &str, home: &Path, tmp: &Path) -> Result<Bash, String> {
+        let argv = ["bash", "--noprofile", "--norc", "-c", command]
             .iter()
             .map(|a| cstring(a.as_bytes()))
             .collect::<Result<_, _>>()?;
         Ok(Bash {
             path: find_bash()?,
             argv,
-            envp: environment(request, home, tmp)?,
-            workspace: cstring(&request.workspace)?,
+            envp: environment(setup, home, tmp)?,
+            workspace: cstring(&setup.workspace)?,
         })
     }
 
@@ -145,7 +146,7 @@ fn is_executable(path: &Path) -> bool {
 /// after the request's own directories, the proxy's variables when the command has an
 /// allowlist, then the request's variables (which cannot replace `PATH`, `HOME`, `TMPDIR` or
 /// the proxy's).
-fn environment(request: &Request, home: &Path, tmp: &Path) -> Result<Vec<CString>, String> {
+fn environment(request: &Setup, home: &Path, tmp: &Path) -> Result<Vec<CString>, String> {
     let mut path = Vec::new();
     for dir in &request.path {
         path.extend_from_slice(dir);

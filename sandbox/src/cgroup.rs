@@ -3,12 +3,12 @@
 //! N times as much and break runtimes that reserve large virtual ranges.
 //!
 //! The cgroup is created below the helper's own cgroup in whichever hierarchy has the
-//! `memory` controller: the unified (v2) one, else the v1 `memory` one. The namespace's init
-//! joins it first thing, by moving its single thread (`tasks` in v1): moving a thread group
-//! through `cgroup.procs` in v1 waits for an RCU grace period (13–30 ms measured), moving
-//! the calling thread alone does not. Everything the command starts inherits it. After the
-//! command the helper reads whether the kernel killed anything for lack of memory, then
-//! removes the cgroup.
+//! `memory` controller: the unified (v2) one, else the v1 `memory` one. The helper moves the
+//! zygote into it before the command is asked for ([`Cgroup::admit`], its single thread
+//! through `tasks` in v1: moving a thread group through `cgroup.procs` in v1 waits for an RCU
+//! grace period, 13–30 ms measured), so the command's init is born in it, and everything the
+//! command starts inherits it. After the command the helper reads whether the kernel killed
+//! anything for lack of memory, then removes the cgroup.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -19,21 +19,21 @@ use std::time::Duration;
 pub(super) struct Cgroup {
     dir: PathBuf,
     v2: bool,
-    /// The file the init writes itself into, open for writing.
+    /// The file a task is moved in with, open for writing.
     join: File,
 }
 
 impl Cgroup {
-    /// Creates the cgroup of this helper's command, limited to `bytes`, or says why none
-    /// could be created.
-    pub fn create(bytes: u64) -> Result<Cgroup, String> {
+    /// Creates the cgroup of this helper's `n`th command, limited to `bytes`, or says why
+    /// none could be created.
+    pub fn create(bytes: u64, n: u64) -> Result<Cgroup, String> {
         let mounts = std::fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
         let own = std::fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
         let mut tried = Vec::new();
         for (parent, v2) in candidates(&mounts, &own) {
-            match make(&parent, v2, bytes) {
+            match make(&parent, v2, bytes, n) {
                 Ok(cgroup) => return Ok(cgroup),
                 Err(why) => tried.push(why),
             }
@@ -44,11 +44,16 @@ impl Cgroup {
         Err(tried.join("; "))
     }
 
-    /// Moves the calling process, which must be single-threaded, into the cgroup.
-    pub fn join(&self) -> Result<(), String> {
+    /// Moves the process `pid`, which must be single-threaded, into the cgroup.
+    pub fn admit(&self, pid: libc::pid_t) -> Result<(), String> {
         (&self.join)
-            .write_all(b"0")
-            .map_err(|e| format!("cannot join the memory cgroup {}: {e}", self.dir.display()))
+            .write_all(pid.to_string().as_bytes())
+            .map_err(|e| {
+                format!(
+                    "cannot move into the memory cgroup {}: {e}",
+                    self.dir.display()
+                )
+            })
     }
 
     /// The cgroup version of its hierarchy: 1 or 2.
@@ -173,7 +178,7 @@ fn sweep(parent: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("cordon-bash-"))
-            .and_then(|p| p.parse::<u32>().ok())
+            .and_then(|rest| rest.split('-').next()?.parse::<u32>().ok())
         else {
             continue;
         };
@@ -188,8 +193,8 @@ fn has_memory(dir: &Path) -> bool {
         .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
 }
 
-/// Creates `<parent>/cordon-bash-<pid>` limited to `bytes`, swap included.
-fn make(parent: &Path, v2: bool, bytes: u64) -> Result<Cgroup, String> {
+/// Creates `<parent>/cordon-bash-<pid>-<n>` limited to `bytes`, swap included.
+fn make(parent: &Path, v2: bool, bytes: u64, n: u64) -> Result<Cgroup, String> {
     let what = |e: std::io::Error, doing: &str| format!("{doing} {}: {e}", parent.display());
     if v2 {
         let control = parent.join("cgroup.subtree_control");
@@ -200,9 +205,11 @@ fn make(parent: &Path, v2: bool, bytes: u64) -> Result<Cgroup, String> {
                 .map_err(|e| what(e, "cannot enable the memory controller below"))?;
         }
     }
-    sweep(parent);
+    if n == 1 {
+        sweep(parent);
+    }
     // SAFETY: no arguments.
-    let dir = parent.join(format!("cordon-bash-{}", unsafe { libc::getpid() }));
+    let dir = parent.join(format!("cordon-bash-{}-{n}", unsafe { libc::getpid() }));
     // A leftover of an earlier helper with this helper's pid is empty: remove it first.
     let _ = std::fs::remove_dir(&dir);
     std::fs::create_dir(&dir).map_err(|e| what(e, "cannot create a cgroup in"))?;

@@ -1,11 +1,12 @@
 //! The second layer of a command's confinement, inside its namespaces: Landlock, seccomp,
 //! dropped capabilities, `no_new_privs` and resource limits. Prepared in the helper
-//! ([`prepare`], which refuses what the kernel cannot enforce), applied by the namespace's init
-//! once the view is built ([`Plan::apply`]), before it forks bash.
+//! ([`prepare`], which refuses what the kernel cannot enforce), the paths of the Landlock rules
+//! opened once by the zygote in the view ([`Rules::open`]), and applied by each command's init
+//! once its fresh mounts are in place ([`Plan::apply`]), before it forks bash.
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -19,8 +20,8 @@ use seccompiler::{
 
 use super::Network;
 use super::view::DEVICES;
-use super::wire::{self, Request};
-use super::{HOME, READ_ROOTS, SECRET_PATHS};
+use super::wire::{self, Setup};
+use super::{HOME, READ_ROOTS};
 
 /// The confinement of one command, ready to apply.
 pub(super) struct Plan {
@@ -45,7 +46,7 @@ pub(super) fn refusal(missing: impl std::fmt::Display) -> String {
 }
 
 /// Prepares the confinement of `request`, or says which part the kernel cannot enforce.
-pub(super) fn prepare(request: &Request) -> Result<Plan, String> {
+pub(super) fn prepare(request: &Setup) -> Result<Plan, String> {
     let missing = |layer: &str, why: String| {
         if request.allow_missing.iter().any(|l| l == layer) {
             Ok(why)
@@ -81,17 +82,23 @@ impl Plan {
             .map_err(String::as_str)
     }
 
+    /// The Landlock ABI the rules target, if there is Landlock.
+    pub fn abi(&self) -> Option<ABI> {
+        self.landlock.as_ref().ok().map(|(_, abi)| *abi)
+    }
+
     /// Why there is no seccomp filter, if there is none.
     pub fn seccomp_missing(&self) -> Option<&str> {
         self.seccomp.as_ref().err().map(String::as_str)
     }
 
-    /// Confines the calling process (the namespace's init, single-threaded, in the view):
-    /// at most `tasks` tasks in its user namespace and, when `address_space` is given, that
-    /// address-space limit per process.
+    /// Confines the calling process (a command's init, single-threaded, in its view):
+    /// Landlock after `rules`, at most `tasks` tasks in its user namespace and, when
+    /// `address_space` is given, that address-space limit per process.
     pub fn apply(
-        self,
-        request: &Request,
+        &self,
+        request: &Setup,
+        rules: &Rules,
         tasks: u64,
         address_space: Option<u64>,
     ) -> Result<(), String> {
@@ -100,8 +107,8 @@ impl Plan {
         if let Some(bytes) = address_space {
             limit(libc::RLIMIT_AS, bytes)?;
         }
-        let ruleset = match self.landlock {
-            Ok((_, abi)) => Some(ruleset(request, abi)?),
+        let ruleset = match &self.landlock {
+            Ok((_, abi)) => Some(rules.ruleset(request, *abi)?),
             Err(_) => None,
         };
         drop_capabilities().map_err(refusal)?;
@@ -180,81 +187,132 @@ fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<i32, String> 
     ))
 }
 
-/// The file-system, network and scope ruleset of `request`.
-fn ruleset(request: &Request, abi: ABI) -> Result<RulesetCreated, String> {
-    let landlock = |e: landlock::RulesetError| refusal(format!("Landlock: {e}"));
-    let all = AccessFs::from_all(abi);
-    let read = AccessFs::from_read(abi);
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(all)
-        .map_err(landlock)?;
-    // With an allowlist the namespace's loopback is the command's (its own servers, the proxy):
-    // nothing else exists there to connect to.
-    if request.network == Network::Off {
-        // No rule for any port: TCP bind and connect are denied.
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(abi))
-            .map_err(landlock)?;
-    }
-    let ruleset = ruleset.scope(Scope::from_all(abi)).map_err(landlock)?;
+/// The paths of a command's Landlock rules, opened in the view: those the view holds for
+/// every command, opened once by the zygote, and the names of those each command mounts
+/// afresh, opened by its init (a rule holds for the file it was made on, not for the path).
+pub(super) struct Rules {
+    /// What stays: the workspace, the system directories, the extra paths, the devices.
+    lasting: Vec<(OwnedFd, BitFlags<AccessFs>)>,
+    /// What each command mounts afresh, and what they allow.
+    fresh: Vec<(&'static str, BitFlags<AccessFs>)>,
+}
 
-    let mut rules: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
-    // Writable: the workspace, the private tmpfs mounts, the extra writable paths.
-    let workspace = wire::to_path(&request.workspace);
-    rules.push((workspace, all));
-    for private in ["/tmp", "/dev/shm", HOME] {
-        rules.push((private.into(), all));
-    }
-    for path in &request.extra_write {
-        let path = existing(path, "writable")?;
-        rules.push((path, all));
-    }
-    // Readable: the system directories, the extra readable paths, less the secrets.
-    for root in READ_ROOTS {
-        if let Ok(path) = Path::new(root).canonicalize() {
-            grant_read(&path, read, &mut rules);
+impl Rules {
+    /// Opens the lasting paths of `request`'s rules (nothing when there is no Landlock, `abi`
+    /// none). Called in the view.
+    pub fn open(request: &Setup, abi: Option<ABI>) -> Result<Rules, String> {
+        let Some(abi) = abi else {
+            return Ok(Rules {
+                lasting: Vec::new(),
+                fresh: Vec::new(),
+            });
+        };
+        let all = AccessFs::from_all(abi);
+        let read = AccessFs::from_read(abi);
+        let mut paths: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
+        // Writable: the workspace, the extra writable paths, a kept home.
+        paths.push((wire::to_path(&request.workspace), all));
+        for path in &request.extra_write {
+            paths.push((existing(path, "writable")?, all));
         }
-    }
-    for path in &request.extra_read {
-        let path = existing(path, "readable")?;
-        grant_read(&path, read, &mut rules);
-    }
-    // The view holds only what the command may see: every directory of it may be listed.
-    rules.push(("/".into(), AccessFs::ReadDir.into()));
-    rules.push(("/proc".into(), AccessFs::ReadFile | AccessFs::ReadDir));
-    rules.push(("/sys/devices/system/cpu".into(), read));
-    // The view's /dev holds only these devices; terminals also take their ioctls.
-    let device_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
-    for device in DEVICES {
-        let access = match device {
-            "random" | "urandom" => AccessFs::ReadFile.into(),
-            "tty" => device_rw | AccessFs::IoctlDev,
-            _ => device_rw,
-        };
-        rules.push((Path::new("/dev").join(device), access));
-    }
-    rules.push((
-        "/dev/pts".into(),
-        device_rw | AccessFs::ReadDir | AccessFs::IoctlDev,
-    ));
-
-    let mut created = ruleset.create().map_err(landlock)?;
-    for (path, access) in rules {
-        let Ok(fd) = PathFd::new(&path) else {
+        if request.home.is_some() {
+            paths.push((HOME.into(), all));
+        }
+        // Readable: the system directories (their secrets are covered in the view), the extra
+        // readable paths.
+        for root in READ_ROOTS {
+            if let Ok(path) = Path::new(root).canonicalize() {
+                paths.push((path, read));
+            }
+        }
+        for path in &request.extra_read {
+            paths.push((existing(path, "readable")?, read));
+        }
+        // The view holds only what the command may see: every directory of it may be listed.
+        paths.push(("/".into(), AccessFs::ReadDir.into()));
+        paths.push(("/sys/devices/system/cpu".into(), read));
+        // The view's /dev holds only these devices; terminals also take their ioctls.
+        let device_rw = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+        for device in DEVICES {
+            let access = match device {
+                "random" | "urandom" => AccessFs::ReadFile.into(),
+                "tty" => device_rw | AccessFs::IoctlDev,
+                _ => device_rw,
+            };
+            paths.push((Path::new("/dev").join(device), access));
+        }
+        let mut lasting = Vec::with_capacity(paths.len());
+        for (path, access) in paths {
             // A device or system directory this machine lacks.
-            continue;
-        };
-        let access = if path.is_dir() {
-            access
-        } else {
-            access & AccessFs::from_file(abi)
-        };
-        created = created
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| refusal(format!("Landlock rule for {}: {e}", path.display())))?;
+            let Ok(fd) = o_path(&path) else {
+                continue;
+            };
+            let access = if path.is_dir() {
+                access
+            } else {
+                access & AccessFs::from_file(abi)
+            };
+            lasting.push((OwnedFd::from(fd), access));
+        }
+        let mut fresh = vec![
+            ("/tmp", all),
+            ("/dev/shm", all),
+            ("/proc", AccessFs::ReadFile | AccessFs::ReadDir),
+            (
+                "/dev/pts",
+                device_rw | AccessFs::ReadDir | AccessFs::IoctlDev,
+            ),
+        ];
+        if request.home.is_none() {
+            fresh.push((HOME, all));
+        }
+        Ok(Rules { lasting, fresh })
     }
-    Ok(created)
+
+    /// The file-system, network and scope ruleset of a command of `request`, made in its
+    /// init's view.
+    fn ruleset(&self, request: &Setup, abi: ABI) -> Result<RulesetCreated, String> {
+        let landlock = |e: landlock::RulesetError| refusal(format!("Landlock: {e}"));
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(landlock)?;
+        // With an allowlist the namespace's loopback is the command's (its own servers, the
+        // proxy): nothing else exists there to connect to.
+        if request.network == Network::Off {
+            // No rule for any port: TCP bind and connect are denied.
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(landlock)?;
+        }
+        let mut created = ruleset
+            .scope(Scope::from_all(abi))
+            .map_err(landlock)?
+            .create()
+            .map_err(landlock)?;
+        for (fd, access) in &self.lasting {
+            created = created
+                .add_rule(PathBeneath::new(fd.as_fd(), *access))
+                .map_err(landlock)?;
+        }
+        for (path, access) in &self.fresh {
+            let fd =
+                PathFd::new(path).map_err(|e| refusal(format!("Landlock rule for {path}: {e}")))?;
+            created = created
+                .add_rule(PathBeneath::new(fd, *access))
+                .map_err(|e| refusal(format!("Landlock rule for {path}: {e}")))?;
+        }
+        Ok(created)
+    }
+}
+
+/// `path` opened with `O_PATH`, as a rule names it.
+fn o_path(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
 }
 
 /// An extra path of the policy, which must exist, canonical.
@@ -262,39 +320,6 @@ fn existing(path: &[u8], what: &str) -> Result<PathBuf, String> {
     let path = wire::to_path(path);
     path.canonicalize()
         .map_err(|e| format!("the extra {what} path {} is unusable: {e}", path.display()))
-}
-
-/// Grants `access` below `path`, except to the secret paths: a directory that has a secret
-/// below it is granted entry by entry (symbolic links left out) instead of as a whole.
-fn grant_read(
-    path: &Path,
-    access: BitFlags<AccessFs>,
-    rules: &mut Vec<(PathBuf, BitFlags<AccessFs>)>,
-) {
-    let bytes = path.as_os_str().as_bytes();
-    if SECRET_PATHS.iter().any(|s| bytes.starts_with(s.as_bytes())) {
-        return;
-    }
-    let mut prefix = bytes.to_vec();
-    if !prefix.ends_with(b"/") {
-        prefix.push(b'/');
-    }
-    if !SECRET_PATHS
-        .iter()
-        .any(|s| s.as_bytes().starts_with(&prefix))
-    {
-        rules.push((path.to_path_buf(), access));
-        return;
-    }
-    rules.push((path.to_path_buf(), AccessFs::ReadDir.into()));
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| !t.is_symlink()) {
-            grant_read(&entry.path(), access, rules);
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -686,22 +711,6 @@ fn limit(resource: Resource, value: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secrets_are_left_out_of_etc() {
-        let mut rules = Vec::new();
-        grant_read(Path::new("/etc"), AccessFs::from_read(ABI::V6), &mut rules);
-        let paths: Vec<&Path> = rules.iter().map(|(p, _)| p.as_path()).collect();
-        assert!(paths.contains(&Path::new("/etc")));
-        assert!(!paths.contains(&Path::new("/etc/shadow")));
-        assert!(!paths.iter().any(|p| p.starts_with("/etc/ssl/private")));
-        if Path::new("/etc/passwd").exists() {
-            assert!(paths.contains(&Path::new("/etc/passwd")));
-        }
-        // /etc itself is only listable.
-        let etc = rules.iter().find(|(p, _)| p == Path::new("/etc")).unwrap();
-        assert_eq!(etc.1, AccessFs::ReadDir);
-    }
 
     #[test]
     fn old_kernels_are_refused_with_what_they_lack() {

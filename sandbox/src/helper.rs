@@ -1,8 +1,11 @@
-//! The sandbox helper: the calling program re-executed (single-threaded, fresh) to run one
-//! command and to make sure nothing it started survives it. The confined path is in
-//! [`super::init`]; the unconfined one (`--unconfined-bash`) is here.
+//! The sandbox helper: the calling program re-executed (single-threaded, fresh), so that no
+//! namespace or confinement is ever set up in a `pre_exec` of the multi-threaded host.
 //!
-//! File descriptors on entry: 0 the request (a memfd), 1 the output pipe, 2 the report pipe.
+//! It runs in one of two ways. As a [`super::Shell`]'s helper (`__sandbox shell`) it serves
+//! the shell's confined commands until the host closes its socket ([`super::server`]). For an
+//! unconfined command (`--unconfined-bash`) it runs that one command, here, and makes sure
+//! nothing it started survives it; file descriptors on entry: 0 the request (a memfd), 1 the
+//! output pipe, 2 the report pipe.
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -14,21 +17,20 @@ use super::process::{Waited, dup2, exited, open_null, wait};
 use super::wire::{self, Report, Request};
 use super::{Network, Status, signal_name, whole_secs};
 
-/// Runs the sandbox helper and exits; see the crate documentation.
+/// Runs the sandbox helper and exits; see the module documentation.
 pub(crate) fn sandbox_main() -> ! {
-    let report = supervise().unwrap_or_else(|why| Report {
-        status: Status::Refused(why),
-        layers: Vec::new(),
-        protected: Vec::new(),
-        blocked: Vec::new(),
-    });
+    if std::env::args_os().nth(2).as_deref() == Some(super::shell::SHELL_ARG.as_ref()) {
+        super::server::serve();
+    }
+    let report = once().unwrap_or_else(Report::refused);
     let mut err = io::stderr();
     let _ = err.write_all(wire::report_line(&report).as_bytes());
     let _ = err.flush();
     std::process::exit(0)
 }
 
-fn supervise() -> Result<Report, String> {
+/// Runs the one unconfined command of the request on standard input.
+fn once() -> Result<Report, String> {
     let mut raw = Vec::new();
     io::stdin()
         .read_to_end(&mut raw)
@@ -42,19 +44,18 @@ fn supervise() -> Result<Report, String> {
     // meant for the host do not reach the helper, which must outlive the host long enough
     // to clean up.
     unsafe { libc::setsid() };
-    if request.unconfined {
-        if let Network::Allow(_) = request.network {
-            // Unconfined, the command has the host's network: an allowlist would be a lie.
-            return Err(
-                "an allowlist of hosts (--allow-domain) needs the confined shell; \
-                        --unconfined-bash gives commands the host's whole network"
-                    .into(),
-            );
-        }
-        unconfined(&request, null)
-    } else {
-        super::init::run(&request, null)
+    if !request.setup.unconfined {
+        return Err("a confined command is run by its shell's helper".into());
     }
+    if let Network::Allow(_) = request.setup.network {
+        // Unconfined, the command has the host's network: an allowlist would be a lie.
+        return Err(
+            "an allowlist of hosts (--allow-domain) needs the confined shell; \
+                    --unconfined-bash gives commands the host's whole network"
+                .into(),
+        );
+    }
+    unconfined(&request, null)
 }
 
 /// The unconfined path: bash in the helper's own namespaces, `HOME` and `TMPDIR` in a private
@@ -78,8 +79,8 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
         std::fs::create_dir(dir)
             .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
     }
-    let home = request.home.as_deref().map_or(home, wire::to_path);
-    let bash = Bash::new(request, &home, &tmp)?;
+    let home = request.setup.home.as_deref().map_or(home, wire::to_path);
+    let bash = Bash::new(&request.setup, &request.command, &home, &tmp)?;
     let started = Instant::now();
     let spawned = bash.spawn(&null);
     // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
@@ -91,7 +92,7 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
             return Err(why);
         }
     };
-    let timeout = Duration::from_millis(request.timeout_ms);
+    let timeout = Duration::from_millis(request.setup.timeout_ms);
     let waited = wait(pid, started + timeout);
     let status = exited(pid);
     kill_tree(Some(pid));

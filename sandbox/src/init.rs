@@ -1,263 +1,55 @@
-//! The confined path of a command. The helper clones a process into new user, PID, mount,
-//! IPC, UTS and (unless the network is open) network namespaces; that process is the init
-//! (pid 1) of the PID namespace. The init joins the command's memory cgroup, takes a cgroup
-//! namespace, builds the command's view ([`super::view`]), confines itself
-//! ([`super::confine`]), forks bash and reaps every process of the namespace until bash exits;
-//! then it reports bash's status and exits, and the kernel kills whatever is left in the
-//! namespace. The helper kills the init at the timeout, or when the host goes away, with the
-//! same effect; the init dies with the helper (parent-death signal), so a killed helper takes
-//! the command's whole tree with it too. With an allowlist, the init also opens the proxy's
-//! listening socket in the new network namespace and hands it to the helper, which serves it
-//! ([`super::proxy`]) until the command ends.
+//! A command's init: pid 1 of the command's own namespaces, cloned by the zygote. It maps its
+//! user, takes a cgroup namespace (it was born in the command's memory cgroup), opens the
+//! proxy's port when the command has an allowlist, mounts what is fresh for each command
+//! ([`view::fresh`]), confines itself ([`Plan::apply`]), forks bash and reaps every process
+//! of the namespace until bash exits; then it reports bash's status and exits, and the kernel
+//! kills whatever is left in the namespace. The zygote kills the init at the timeout, or when
+//! the helper says so, with the same effect.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
 
 use super::bash::Bash;
-use super::cgroup::Cgroup;
-use super::confine::{self, Plan, refusal};
-use super::ns;
-use super::process::{self, Waited};
-use super::proxy::{self, Proxy};
-use super::shield::Shield;
-use super::view::{self, Sources};
-use super::wire::{Report, Request};
-use super::{DEFAULT_MEMORY_LIMIT, HOME, Network, Status, receipt, whole_secs};
+use super::confine::{Plan, Rules, refusal};
+use super::ns::{self, Access};
+use super::process;
+use super::proxy;
+use super::view;
+use super::wire::{self, Setup};
+use super::{HOME, Status};
 
-/// The helper's descriptor on which the host answers the proxy's questions.
-const ANSWERS_FD: i32 = 3;
-
-/// Everything the init needs, prepared by the helper before the clone.
-struct Init<'a> {
-    request: &'a Request,
-    plan: Plan,
-    /// The opened host trees when the helper could open them (as the sandbox user); else the
-    /// init opens them.
-    sources: Option<Sources>,
-    shield: &'a Shield,
-    cgroup: Option<&'a Cgroup>,
-    /// The per-process address-space limit that stands in for a missing memory cgroup.
-    address_space: Option<u64>,
-    bash: Bash,
-    null: OwnedFd,
-    sandbox_user: bool,
-    /// The init's end of the socket pair over which it hands the proxy's listening socket to
-    /// the helper, when the command has an allowlist.
-    proxy: Option<OwnedFd>,
+/// What the zygote hands a command's init.
+pub(super) struct CallInit<'a> {
+    pub setup: &'a Setup,
+    pub plan: &'a Plan,
+    pub rules: &'a Rules,
+    /// The zygote's uid and gid, which the init's user namespace maps to themselves.
+    pub ids: (libc::uid_t, libc::gid_t),
+    pub command: String,
+    /// The protected paths, relative to the workspace.
+    pub protected: Vec<String>,
+    /// The hidden paths to cover.
+    pub hidden: Vec<Vec<u8>>,
+    pub address_space: Option<u64>,
+    /// The memory limit, which the private tmpfs mounts share.
+    pub memory: u64,
+    /// The trees bound into the view (the workspace and the extra paths).
+    pub granted: &'a [(PathBuf, Access)],
+    /// The output pipe, bash's standard output and error.
+    pub out: OwnedFd,
+    /// Where to write how bash ended.
+    pub status: Option<OwnedFd>,
+    /// The socket pair end to hand the proxy's listening socket over, with an allowlist.
+    pub handover: Option<OwnedFd>,
 }
 
-/// Runs the command of `request` confined; see the module documentation.
-pub(super) fn run(request: &Request, null: OwnedFd) -> Result<Report, String> {
-    let plan = confine::prepare(request)?;
-    // Dropped (its stand-ins removed) only once the command's namespace is empty.
-    let shield = Shield::raise(request)?;
-    let sandbox_user = ns::runs_as_sandbox_user();
-    let (cgroup, no_cgroup) = match request.memory_limit {
-        None => (None, None),
-        Some(bytes) => match Cgroup::create(bytes) {
-            Ok(cgroup) => (Some(cgroup), None),
-            Err(why) => (None, Some(why)),
-        },
-    };
-    // Without a memory cgroup (a user without a delegated one), each process gets the limit
-    // as its address space instead.
-    let address_space = no_cgroup.as_ref().and(request.memory_limit);
-    let layers = receipt::confined(
-        request,
-        sandbox_user,
-        &plan,
-        cgroup.as_ref(),
-        no_cgroup.as_deref(),
-    );
-    let proxy = match &request.network {
-        Network::Allow(allowlist) => {
-            let answers = match request.ask {
-                true => Some(process::inherited(ANSWERS_FD).map_err(|e| {
-                    format!("cannot use the descriptor of the host's answers: {e}")
-                })?),
-                false => None,
-            };
-            Some(Proxy::new(allowlist.clone(), answers))
-        }
-        _ => None,
-    };
-    let result = supervise(
-        request,
-        null,
-        plan,
-        &shield,
-        sandbox_user,
-        cgroup.as_ref(),
-        address_space,
-        proxy.as_ref(),
-    );
-    let oom = cgroup.map(|cgroup| {
-        let killed = cgroup.oom_killed();
-        cgroup.remove();
-        killed
-    });
-    let status = match result? {
-        Some(_) if oom == Some(true) => {
-            Status::OutOfMemory(request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) >> 20)
-        }
-        Some(status) => status,
-        None => {
-            // Exiting skips the drops: the stand-ins go first.
-            drop(shield);
-            std::process::exit(1)
-        }
-    };
-    Ok(Report {
-        status,
-        layers,
-        protected: shield.shown.clone(),
-        blocked: proxy.map(|p| p.blocked()).unwrap_or_default(),
-    })
-}
-
-/// Starts the init and waits for it: the command's status, or `None` when the host went away.
-#[allow(clippy::too_many_arguments)]
-fn supervise(
-    request: &Request,
-    null: OwnedFd,
-    plan: Plan,
-    shield: &Shield,
-    sandbox_user: bool,
-    cgroup: Option<&Cgroup>,
-    address_space: Option<u64>,
-    proxy: Option<&Arc<Proxy>>,
-) -> Result<Option<Status>, String> {
-    let sources = if sandbox_user {
-        let userns = ns::sandbox_userns().map_err(|e| {
-            refusal(format!(
-                "cannot create the user namespace of the sandbox's user: {e}{}",
-                NAMESPACE_HINT
-            ))
-        })?;
-        Some(Sources::open(request, shield, Some(&userns))?)
-    } else {
-        None
-    };
-    let bash = Bash::new(request, Path::new(HOME), Path::new("/tmp"))?;
-    let pipe = || process::pipe().map_err(|e| format!("cannot create a pipe: {e}"));
-    let (go_read, go_write) = pipe()?;
-    let (status_read, status_write) = pipe()?;
-    let (handover, proxy_end) = match proxy {
-        Some(_) => {
-            let (ours, theirs) = process::socket_pair()
-                .map_err(|e| format!("cannot create the proxy's socket pair: {e}"))?;
-            (Some(ours), Some(theirs))
-        }
-        None => (None, None),
-    };
-    let mut flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS;
-    if request.network != Network::Open {
-        flags |= libc::CLONE_NEWNET;
-    }
-    let started = Instant::now();
-    let pid = ns::clone(flags).map_err(|e| {
-        refusal(format!(
-            "the kernel refused to create the command's namespaces: {e}{NAMESPACE_HINT}"
-        ))
-    })?;
-    if pid == 0 {
-        drop((go_write, status_read));
-        let setup = Init {
-            request,
-            plan,
-            sources,
-            shield,
-            cgroup,
-            address_space,
-            bash,
-            null,
-            sandbox_user,
-            proxy: proxy_end,
-        };
-        init(setup, go_read, status_write);
-    }
-    drop((go_read, status_write, sources, proxy_end));
-    if let (Some(proxy), Some(handover)) = (proxy, handover) {
-        // Threads only now, after the clone: the init must be a copy of a single thread.
-        let proxy = proxy.clone();
-        std::thread::Builder::new()
-            .spawn(move || {
-                if let Ok(listener) = proxy::receive(&handover) {
-                    proxy.serve(listener);
-                }
-            })
-            .map_err(|e| format!("cannot start the proxy: {e}"))?;
-    }
-    // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
-    process::dup2(null.as_raw_fd(), 1)?;
-    if let Err(e) = ns::write_maps(pid, sandbox_user) {
-        kill(pid);
-        return Err(refusal(format!(
-            "cannot map the command's user into its user namespace: {e}"
-        )));
-    }
-    let _ = File::from(go_write).write_all(b"1");
-
-    let timeout = Duration::from_millis(request.timeout_ms);
-    let waited = process::wait(pid, started + timeout);
-    kill(pid);
-    let mut report = String::new();
-    let _ = File::from(status_read).read_to_string(&mut report);
-    Ok(match waited {
-        Waited::HostGone => None,
-        Waited::TimedOut => Some(Status::TimedOut(whole_secs(timeout))),
-        Waited::Exited => Some(serde_json::from_str(&report).unwrap_or_else(|_| {
-            // Only the kernel kills the init before it reports: for memory, when its cgroup
-            // is full (the caller then says so).
-            Status::Signaled(super::signal_name(libc::SIGKILL))
-        })),
-    })
-}
-
-/// What may stand in the way of namespaces, for the refusal.
-const NAMESPACE_HINT: &str = " (user namespaces may be disabled, see the sysctls \
-                              user.max_user_namespaces and kernel.unprivileged_userns_clone, \
-                              or refused by a container's seccomp profile, which must allow \
-                              clone and unshare with CLONE_NEWUSER)";
-
-/// Kills the init, and with it every process of its PID namespace, and reaps it; the kernel
-/// returns the init to its parent only once the namespace is empty.
-fn kill(pid: libc::pid_t) {
-    // SAFETY: signalling and reaping this helper's own child.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-        while libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) < 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-        {}
-    }
-}
-
-/// The init: pid 1 of the command's namespaces. It starts once the helper writes to `go`
-/// (the id maps are in place) and reports on `out`. Never returns.
-fn init(setup: Init, go: OwnedFd, out: OwnedFd) -> ! {
-    // SAFETY: a plain prctl; the helper is this process's parent and single-threaded.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
-    // End-of-file instead of the byte: the helper failed or died.
-    if File::from(go).read(&mut [0u8]).ok() != Some(1) {
-        // SAFETY: exiting without unwinding.
-        unsafe { libc::_exit(1) };
-    }
-    // Out of the command's reach: the init's descriptors (the helper's report and status
-    // pipes) and memory, which /proc/1 would otherwise open to a command of the same uid.
-    // Only now: the id maps the helper wrote are files of this process that it must be able
-    // to open. bash is dumpable again after its exec.
-    // SAFETY: a plain prctl.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-    let status = match start(setup) {
+/// Runs the init. Never returns.
+pub(super) fn run(mut init: CallInit) -> ! {
+    let status_pipe = init.status.take();
+    let status = match start(init) {
         Ok(bash) => reap(bash),
         Err(why) => Status::Refused(why),
     };
@@ -265,17 +57,21 @@ fn init(setup: Init, go: OwnedFd, out: OwnedFd) -> ! {
     // SAFETY: writing a buffer to the status pipe, then exiting without unwinding: the
     // kernel kills what is left in the namespace.
     unsafe {
-        libc::write(out.as_raw_fd(), json.as_ptr().cast(), json.len());
+        if let Some(pipe) = &status_pipe {
+            libc::write(pipe.as_raw_fd(), json.as_ptr().cast(), json.len());
+        }
         libc::_exit(0)
     }
 }
 
-/// Joins the cgroup, builds the view, confines the init and starts bash: bash's pid.
-fn start(init: Init) -> Result<libc::pid_t, String> {
-    let request = init.request;
-    if let Some(cgroup) = init.cgroup {
-        cgroup.join().map_err(refusal)?;
-    }
+/// Maps the user, builds what is fresh for the command, confines the init and starts bash:
+/// bash's pid.
+fn start(init: CallInit) -> Result<libc::pid_t, String> {
+    map_self(init.ids).map_err(|e| {
+        refusal(format!(
+            "cannot map the command's user into its user namespace: {e}"
+        ))
+    })?;
     // SAFETY: plain system calls; the results are checked.
     unsafe {
         // The command's /proc/self/cgroup starts at its own cgroup.
@@ -285,37 +81,53 @@ fn start(init: Init) -> Result<libc::pid_t, String> {
                 io::Error::last_os_error()
             )));
         }
-        let name = b"cordon";
-        if libc::sethostname(name.as_ptr().cast(), name.len()) != 0 {
-            return Err(refusal(format!(
-                "cannot name the UTS namespace: {}",
-                io::Error::last_os_error()
-            )));
-        }
     }
-    // While the init holds every capability of the namespace it owns.
-    if let Some(handover) = &init.proxy {
+    // While the init holds every capability of the namespaces it owns.
+    if let Some(handover) = &init.handover {
         open_proxy(handover)?;
     }
-    if init.sandbox_user {
-        ns::become_sandbox_user()
-            .map_err(|e| refusal(format!("cannot become the sandbox's user: {e}")))?;
-    }
-    let sources = match init.sources {
-        Some(sources) => sources,
-        None => Sources::open(request, init.shield, None)?,
-    };
-    let memory = request.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
-    view::build(sources, memory).map_err(refusal)?;
+    let setup = init.setup;
+    view::fresh(&view::Fresh {
+        workspace: &wire::to_path(&setup.workspace),
+        granted: init.granted,
+        memory: init.memory,
+        private_home: setup.home.is_none(),
+        protected: &init.protected,
+        hidden: &init.hidden,
+    })
+    .map_err(refusal)?;
     // The init itself counts as one of the tasks.
     init.plan.apply(
-        request,
-        u64::from(request.max_processes) + 1,
+        setup,
+        init.rules,
+        u64::from(setup.max_processes) + 1,
         init.address_space,
     )?;
-    let pid = init.bash.spawn(&init.null)?;
-    process::dup2(init.null.as_raw_fd(), 1)?;
+    let bash = Bash::new(setup, &init.command, Path::new(HOME), Path::new("/tmp"))?;
+    let null = process::open_null()?;
+    process::dup2(init.out.as_raw_fd(), 1)?;
+    drop(init.out);
+    let pid = bash.spawn(&null)?;
+    // Only bash keeps the output pipe: it reaches end-of-file when the tree is gone.
+    process::dup2(null.as_raw_fd(), 1)?;
     Ok(pid)
+}
+
+/// Maps the init's uid and gid (`ids`, as the zygote's namespace sees them) to themselves in
+/// its new user namespace, then makes it non-dumpable: its descriptors (the status pipe) and
+/// memory are then out of the command's reach, though /proc/1 is the init. Only a dumpable
+/// process may write its own maps.
+fn map_self((uid, gid): (libc::uid_t, libc::gid_t)) -> io::Result<()> {
+    // SAFETY: plain prctls.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+    let mapped = (|| {
+        File::create("/proc/self/uid_map")?.write_all(format!("{uid} {uid} 1\n").as_bytes())?;
+        File::create("/proc/self/setgroups")?.write_all(b"deny")?;
+        File::create("/proc/self/gid_map")?.write_all(format!("{gid} {gid} 1\n").as_bytes())
+    })();
+    // SAFETY: a plain prctl.
+    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    mapped
 }
 
 /// Brings up the namespace's loopback and hands the proxy's listening socket on it to the

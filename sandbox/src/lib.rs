@@ -115,14 +115,18 @@ pub mod protect;
 mod proxy;
 mod receipt;
 mod runner;
+mod server;
+mod shell;
 mod shield;
 mod view;
 mod wire;
+mod zygote;
 
 pub use confine::OPTIONAL_LAYERS;
 pub use egress::{Allowlist, Blocked, Network, Pattern};
 pub use proxy::PORT as PROXY_PORT;
 pub use receipt::{Enforcement, LAYERS, Layer};
+pub use shell::Shell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -216,14 +220,6 @@ pub struct Policy {
     /// Paths that stay out of sight even inside a granted tree (the user's keys and
     /// credentials): an empty directory, or an empty file, stands over each that exists.
     pub hidden: Vec<PathBuf>,
-    /// Asked, while a command runs, whether it may reach a host that its allowlist does not
-    /// name (`--permissions ask`); none: such a connection is refused.
-    pub ask: Option<Asker>,
-    /// Stops the command from another thread (its call was cancelled); none: only its
-    /// timeout does.
-    pub stop: Option<Stop>,
-    /// Counts the command's output as it is read, for a progress report while it runs.
-    pub progress: Option<Progress>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
@@ -249,9 +245,6 @@ impl Policy {
             env: Vec::new(),
             path: Vec::new(),
             hidden: Vec::new(),
-            ask: None,
-            stop: None,
-            progress: None,
             helper: PathBuf::from("/proc/self/exe"),
         }
     }
@@ -387,12 +380,27 @@ pub enum Status {
     Refused(String),
 }
 
-/// Runs `command` with `bash -c` under `policy` and waits for it to end or time out.
+/// What follows one command while it runs, from the host's side.
+#[derive(Clone, Debug, Default)]
+pub struct Hooks {
+    /// Asked, while the command runs, whether it may reach a host that its allowlist does not
+    /// name (`--permissions ask`); none: such a connection is refused.
+    pub ask: Option<Asker>,
+    /// Stops the command from another thread (its call was cancelled); none: only its
+    /// timeout does.
+    pub stop: Option<Stop>,
+    /// Counts the command's output as it is read, for a progress report while it runs.
+    pub progress: Option<Progress>,
+}
+
+/// Runs `command` with `bash -c` under `policy` and waits for it to end or time out: a
+/// [`Shell`] for this one command. A program that runs many commands under one policy keeps a
+/// [`Shell`] instead, and pays for the sandbox's set-up once.
 ///
 /// Blocking: call it from a thread that may block (e.g. `spawn_blocking`). The program named
 /// by [`Policy::helper`] (by default the calling one) must call [`run_helper_if_asked`].
 pub fn run(policy: &Policy, command: &str) -> Completion {
-    runner::run(policy, command)
+    Shell::new(policy.clone()).run(command, &Hooks::default())
 }
 
 /// Runs this process as the sandbox helper, and never returns, when it was started as one (its

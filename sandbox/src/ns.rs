@@ -237,6 +237,13 @@ pub(super) fn mount(
     .map(drop)
 }
 
+/// Detaches the mount at `path` from the tree (it lives on while anything uses it).
+pub(super) fn detach(path: &Path) -> io::Result<()> {
+    let path = cpath(path)?;
+    // SAFETY: a valid C string; the result is checked.
+    check(unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } as libc::c_long).map(drop)
+}
+
 /// Makes the directory `root` (a mount point) the root of this mount namespace and detaches
 /// the old root, so nothing outside `root` stays reachable.
 pub(super) fn pivot_into(root: &Path) -> io::Result<()> {

@@ -18,16 +18,6 @@ pub(super) fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
 }
 
-/// The descriptor `fd` this process inherited, as a file, made close-on-exec.
-pub(super) fn inherited(fd: i32) -> io::Result<std::fs::File> {
-    // SAFETY: setting a flag on a descriptor; it fails on one that is not open.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor is open, and the caller owns it from now on.
-    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
-}
-
 /// A connected pair of Unix stream sockets, both close-on-exec.
 pub(super) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];

@@ -4,21 +4,22 @@
 //! The command's init makes the listening socket inside the command's network namespace
 //! (`127.0.0.1:`[`PORT`] there, on a loopback it brings up) and hands it over to the helper
 //! ([`hand_over`], [`receive`]). The helper stays in the host's network namespace and serves
-//! the socket from there: a command reaches the proxy and nothing else, and the proxy
-//! connects only to the addresses [`Allowlist::decide`] checked. A refusal is an immediate
-//! `403` whose body says what to allow, and is remembered for the call's output. With an
-//! asker (`--permissions ask`), a host off the list is first asked about: the helper writes
-//! the question to the host ([`wire::ask_line`]) and reads the answer on descriptor 3, one
-//! question at a time.
+//! the socket from there, on threads of the command's own, until the command ends
+//! ([`Proxy::close`]): a command reaches the proxy and nothing else, and the proxy connects
+//! only to the addresses [`Allowlist::decide`] checked. A refusal is an immediate `403` whose
+//! body says what to allow, and is remembered for the call's output. With an asker
+//! (`--permissions ask`), a host off the list is first asked about: the helper writes the
+//! question on the command's report pipe ([`wire::ask_line`]) and reads the answer on the
+//! command's answer pipe, one question at a time.
 //!
 //! Hand-written over [`httparse`] rather than hyper: the proxy reads one request head and then
-//! relays bytes, in a single-threaded helper that has no async runtime.
+//! relays bytes, in a helper that has no async runtime.
 
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -66,16 +67,39 @@ pub(super) struct Proxy {
     open: AtomicUsize,
     /// Where the host's answers arrive, when the user may be asked; held while asking.
     answers: Option<Mutex<std::fs::File>>,
+    /// The command's report pipe, where the questions go.
+    report: Arc<Mutex<std::fs::File>>,
+    /// The socket being served, once received: shut down when the command ends.
+    listening: Mutex<Option<TcpListener>>,
+    closed: AtomicBool,
 }
 
 impl Proxy {
-    pub fn new(allowlist: Allowlist, answers: Option<std::fs::File>) -> Arc<Proxy> {
+    pub fn new(
+        allowlist: Allowlist,
+        answers: Option<std::fs::File>,
+        report: Arc<Mutex<std::fs::File>>,
+    ) -> Arc<Proxy> {
         Arc::new(Proxy {
             allowlist: Mutex::new(allowlist),
             blocked: Mutex::new(Vec::new()),
             open: AtomicUsize::new(0),
             answers: answers.map(Mutex::new),
+            report,
+            listening: Mutex::new(None),
+            closed: AtomicBool::new(false),
         })
+    }
+
+    /// Stops serving: the command ended. Its connections end with its processes.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Ok(listening) = self.listening.lock()
+            && let Some(listener) = listening.as_ref()
+        {
+            // SAFETY: shutting down a socket this proxy holds; accept then fails at once.
+            unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) };
+        }
     }
 
     /// The connections refused so far, one per `host:port`.
@@ -83,9 +107,20 @@ impl Proxy {
         self.blocked.lock().map(|b| b.clone()).unwrap_or_default()
     }
 
-    /// Serves `listener` until it fails (the helper exits with its command).
+    /// Serves `listener` until the command ends ([`Proxy::close`]).
     pub fn serve(self: Arc<Self>, listener: TcpListener) {
+        match (listener.try_clone(), self.listening.lock()) {
+            (Ok(kept), Ok(mut listening)) => *listening = Some(kept),
+            _ => return,
+        }
+        // Closed before the socket was kept, [`Proxy::close`] could not shut it down.
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
         for client in listener.incoming() {
+            if self.closed.load(Ordering::SeqCst) {
+                return;
+            }
             let Ok(mut client) = client else { continue };
             if self.open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
                 self.open.fetch_sub(1, Ordering::SeqCst);
@@ -159,7 +194,7 @@ impl Proxy {
                     return ok;
                 }
                 if self.blocked().iter().any(|b| b.target == blocked.target)
-                    || !ask(&mut answers, host, port)
+                    || !ask(&self.report, &mut answers, host, port)
                 {
                     return Err(Refusal::Unlisted(blocked));
                 }
@@ -181,18 +216,17 @@ impl Proxy {
     }
 }
 
-/// Asks the host whether `host:port` may be reached: the question on standard error (the
-/// report pipe), the answer (`y` or `n` and a newline) from `answers`. No answer: no.
-fn ask(answers: &mut std::fs::File, host: &str, port: u16) -> bool {
-    let mut err = io::stderr().lock();
-    if err
-        .write_all(wire::ask_line(host, port).as_bytes())
-        .is_err()
-        || err.flush().is_err()
-    {
+/// Asks the host whether `host:port` may be reached: the question on the `report` pipe, the
+/// answer (`y` or `n` and a newline) from `answers`. No answer: no.
+fn ask(report: &Mutex<std::fs::File>, answers: &mut std::fs::File, host: &str, port: u16) -> bool {
+    let asked = report.lock().is_ok_and(|mut report| {
+        report
+            .write_all(wire::ask_line(host, port).as_bytes())
+            .is_ok()
+    });
+    if !asked {
         return false;
     }
-    drop(err);
     let mut answer = [0u8; 2];
     answers.read_exact(&mut answer).is_ok() && &answer == b"y\n"
 }

@@ -2,11 +2,10 @@
 //! the helper actually set up, for `cordon doctor` and a session's `sandbox` field.
 
 use super::Network;
-use super::cgroup::Cgroup;
 use super::confine::Plan;
 use super::ns::SANDBOX_ID;
 use super::proxy::PORT;
-use super::wire::Request;
+use super::wire::Setup;
 
 /// The layers of a command's confinement, by name: the names a [`Layer`] has.
 pub const LAYERS: [&str; 13] = [
@@ -70,15 +69,47 @@ impl Layer {
     }
 }
 
+/// How a command's memory is bounded.
+pub(super) enum Memory {
+    /// This many bytes for its whole tree, by a memory cgroup of this version.
+    Cgroup(u64, u8),
+    /// This many bytes of address space per process, since no memory cgroup could be made,
+    /// for this reason.
+    PerProcess(u64, String),
+    Unlimited,
+}
+
+/// Sets the `memory` layer of `layers` to what `memory` says.
+pub(super) fn set_memory(layers: &mut [Layer], memory: &Memory) {
+    let mib = |bytes: &u64| bytes >> 20;
+    let layer = match memory {
+        Memory::Cgroup(bytes, version) => Layer::new(
+            "memory",
+            Enforcement::Enforced,
+            format!(
+                "{} MiB for the whole process tree (a cgroup v{version} memory cgroup)",
+                mib(bytes)
+            ),
+        ),
+        Memory::PerProcess(bytes, why) => Layer::new(
+            "memory",
+            Enforcement::Partial,
+            format!(
+                "{} MiB of address space per process (RLIMIT_AS), not for the whole tree: no \
+                 memory cgroup could be created ({why})",
+                mib(bytes)
+            ),
+        ),
+        Memory::Unlimited => Layer::new("memory", Enforcement::Off, "no limit was set"),
+    };
+    if let Some(slot) = layers.iter_mut().find(|l| l.name == "memory") {
+        *slot = layer;
+    }
+}
+
 /// The receipt of the confined path for `request`: every layer in force, as the helper set it
-/// up.
-pub(super) fn confined(
-    request: &Request,
-    sandbox_user: bool,
-    plan: &Plan,
-    cgroup: Option<&Cgroup>,
-    no_cgroup: Option<&str>,
-) -> Vec<Layer> {
+/// up, but for the memory, which each command's own ([`set_memory`]).
+pub(super) fn confined(request: &Setup, sandbox_user: bool, plan: &Plan) -> Vec<Layer> {
     let on = |name: &str, detail: String| Layer::new(name, Enforcement::Enforced, detail);
     let allowed_off = |name: &str, why: &str| {
         Layer::new(
@@ -96,28 +127,6 @@ pub(super) fn confined(
         // SAFETY: no arguments.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         format!("uid {uid} and gid {gid}, mapped to themselves")
-    };
-    let mib = |bytes: u64| bytes >> 20;
-    let memory = match (request.memory_limit, cgroup, no_cgroup) {
-        (Some(bytes), Some(cgroup), _) => on(
-            "memory",
-            format!(
-                "{} MiB for the whole process tree (a cgroup v{} memory cgroup)",
-                mib(bytes),
-                cgroup.version()
-            ),
-        ),
-        (Some(bytes), _, why) => Layer::new(
-            "memory",
-            Enforcement::Partial,
-            format!(
-                "{} MiB of address space per process (RLIMIT_AS), not for the whole tree: no \
-                 memory cgroup could be created ({})",
-                mib(bytes),
-                why.unwrap_or("unknown")
-            ),
-        ),
-        (None, ..) => Layer::new("memory", Enforcement::Off, "no limit was set"),
     };
     let network = match &request.network {
         Network::Open => Layer::new(
@@ -187,7 +196,7 @@ pub(super) fn confined(
             "capabilities",
             "none, bounding set empty, securebits locked, no_new_privs".into(),
         ),
-        memory,
+        Layer::new("memory", Enforcement::Off, "not known yet"),
         on(
             "processes",
             format!(
@@ -217,8 +226,8 @@ mod tests {
 
     #[test]
     fn every_layer_is_named_once_in_order() {
-        let request: Request = serde_json::from_value(serde_json::json!({
-            "command": "true", "workspace": b"/", "extra_read": [], "extra_write": [],
+        let request: Setup = serde_json::from_value(serde_json::json!({
+            "workspace": b"/", "extra_read": [], "extra_write": [],
             "network": "Open", "unconfined": false, "timeout_ms": 1000,
             "memory_limit": 1u64 << 30, "max_processes": 7,
             "allow_missing": ["landlock", "seccomp"], "unprotect": [], "home": null,
@@ -226,7 +235,11 @@ mod tests {
         }))
         .unwrap();
         let plan = crate::confine::prepare(&request).unwrap();
-        let layers = confined(&request, false, &plan, None, Some("not delegated"));
+        let mut layers = confined(&request, false, &plan);
+        set_memory(
+            &mut layers,
+            &Memory::PerProcess(1 << 30, "not delegated".into()),
+        );
         assert_eq!(names(&layers), LAYERS);
         let find = |name: &str| layers.iter().find(|l| l.name == name).unwrap();
         assert_eq!(find("memory").enforcement, Enforcement::Partial);

@@ -1,17 +1,21 @@
-//! The host side of a command: start the sandbox helper, drain the output within its bound,
-//! read the helper's report, and kill the helper if it overstays.
+//! The host side of a command: drain its output within its bound, put the proxy's questions
+//! to the user, read the helper's report, and give the command up at its deadline or when
+//! stopped. Confined commands are sent to a [`super::Shell`]'s helper; an unconfined one gets a
+//! helper of its own, started here.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::process::pipe;
 use super::protect;
 use super::wire::{self, Report, Request};
-use super::{Asker, Completion, Network, Policy, Progress, SANDBOX_ARG, Status, Stop};
+use super::{Asker, Completion, Hooks, Policy, Progress, SANDBOX_ARG, Status, Stop};
 
 /// How long the host keeps reading output after the helper has reported (the tree is dead by
 /// then; this only covers a writer that escaped it).
@@ -20,119 +24,96 @@ const AFTER_REPORT: Duration = Duration::from_millis(200);
 /// The most bytes of helper diagnostics kept.
 const REPORT_CAP: usize = 64 << 10;
 
-pub(super) fn run(policy: &Policy, command: &str) -> Completion {
-    match start(policy, command) {
-        Ok(completion) => completion,
-        Err(why) => Completion::refused(why),
-    }
-}
-
-fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
-    let workspace = policy.workspace.canonicalize().map_err(|e| {
+/// The workspace of `policy`, canonical, and its identity as (device, inode).
+pub(super) fn workspace(policy: &Policy) -> Result<(PathBuf, (u64, u64)), String> {
+    let unusable = |e: io::Error| {
         format!(
             "the workspace {} is unusable: {e}",
             policy.workspace.display()
         )
-    })?;
-    let request = Request {
-        command: command.to_string(),
-        workspace: wire::to_bytes(&workspace),
-        extra_read: policy
-            .extra_read
-            .iter()
-            .map(|p| wire::to_bytes(p))
-            .collect(),
-        extra_write: policy
-            .extra_write
-            .iter()
-            .map(|p| wire::to_bytes(p))
-            .collect(),
-        network: policy.network.clone(),
-        unconfined: policy.unconfined,
-        timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
-        memory_limit: policy.memory_limit,
-        max_processes: policy.max_processes,
-        allow_missing: policy.allow_missing.clone(),
-        unprotect: policy.unprotect.iter().map(|p| wire::to_bytes(p)).collect(),
-        home: policy.home.as_deref().map(wire::to_bytes),
-        env: policy.env.clone(),
-        path: policy.path.iter().map(|p| wire::to_bytes(p)).collect(),
-        hidden: policy.hidden.iter().map(|p| wire::to_bytes(p)).collect(),
-        ask: policy.ask.is_some() && matches!(policy.network, Network::Allow(_)),
     };
-    let request_asks = request.ask;
+    let path = policy.workspace.canonicalize().map_err(unusable)?;
+    let meta = std::fs::metadata(&path).map_err(unusable)?;
+    Ok((path, (meta.dev(), meta.ino())))
+}
+
+/// Runs an unconfined command in a helper of its own (see [`super::helper`]).
+pub(super) fn once(policy: &Policy, command: &str, hooks: &Hooks) -> Completion {
+    match spawn(policy, command) {
+        Ok((mut helper, pipes)) => {
+            let pipes = Pipes {
+                stop: hooks.stop.clone(),
+                progress: hooks.progress.clone(),
+                ..pipes
+            };
+            // Given up, the report pipe closes: the helper takes that for the host gone, kills
+            // the command and exits.
+            let done = collect(policy, pipes, None, drop);
+            end(&mut helper);
+            done
+        }
+        Err(why) => Completion::refused(why),
+    }
+}
+
+/// Starts the helper of one unconfined command: the helper and the host's ends of its pipes.
+fn spawn(policy: &Policy, command: &str) -> Result<(Child, Pipes), String> {
+    let request = Request {
+        setup: super::shell::setup(policy),
+        command: command.to_string(),
+    };
+    workspace(policy)?;
     let request = request_file(&request).map_err(|e| format!("cannot pass the command on: {e}"))?;
     let (out_read, out_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
     let (report_read, report_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
-    let (answers_read, answers_write) = match (&policy.ask, request_asks) {
-        (Some(asker), true) => {
-            let (read, write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
-            (Some(read), Some((asker.clone(), File::from(write))))
-        }
-        _ => (None, None),
-    };
-    let started = Instant::now();
     // The Command (and with it the parent's copies of the write ends) is dropped right after
     // the spawn, so the pipes reach end-of-file once the helper side is done.
-    let mut helper = Command::new(&policy.helper);
-    helper
+    let helper = Command::new(&policy.helper)
         .arg0("cordon")
         .arg(SANDBOX_ARG)
         .env_clear()
         .current_dir("/")
         .stdin(Stdio::from(request))
         .stdout(Stdio::from(out_write))
-        .stderr(Stdio::from(report_write));
-    if let Some(read) = &answers_read {
-        let fd = read.as_raw_fd();
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            helper.pre_exec(move || {
-                // dup2 onto itself would leave the descriptor close-on-exec.
-                let done = match fd == ANSWERS_FD {
-                    true => libc::fcntl(fd, libc::F_SETFD, 0),
-                    false => libc::dup2(fd, ANSWERS_FD),
-                };
-                match done < 0 {
-                    true => Err(io::Error::last_os_error()),
-                    false => Ok(()),
-                }
-            });
-        }
-    }
-    let spawned = helper.spawn();
-    drop((helper, answers_read));
-    let mut helper = spawned.map_err(|e| {
-        format!(
-            "cannot start the sandbox helper {}: {e}",
-            policy.helper.display()
-        )
-    })?;
-
-    let deadline = started + policy.timeout + super::BACKSTOP_GRACE;
-    let drained = drain(
-        Pipes {
-            out: File::from(out_read),
-            report: File::from(report_read),
-            stop: policy.stop.as_ref(),
-            progress: policy.progress.as_ref(),
-        },
-        policy.output_cap,
-        deadline,
-        answers_write,
-    );
-    let cut = drained.as_ref().err().map(|(_, cut)| *cut);
-    let exit = match cut {
-        // Too late or stopped: the pipes are closed, which the helper takes for the host gone:
-        // it kills the command's init, and with it the PID namespace, then exits.
-        Some(_) => end(&mut helper),
-        None => wait(&mut helper),
+        .stderr(Stdio::from(report_write))
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start the sandbox helper {}: {e}",
+                policy.helper.display()
+            )
+        })?;
+    let pipes = Pipes {
+        out: File::from(out_read),
+        report: File::from(report_read),
+        stop: None,
+        progress: None,
     };
+    Ok((helper, pipes))
+}
+
+/// Reads a command's output and report (putting the proxy's questions to the asker of
+/// `asking`) and makes its [`Completion`]. When the host gives up on the command (its
+/// deadline and grace passed, or it was stopped), `give_up` gets the report pipe, if the
+/// helper has not closed it yet, to make the helper kill the command.
+pub(super) fn collect(
+    policy: &Policy,
+    pipes: Pipes,
+    asking: Option<(Asker, File)>,
+    give_up: impl FnOnce(Option<File>),
+) -> Completion {
+    let deadline = Instant::now() + policy.timeout + super::BACKSTOP_GRACE;
+    let drained = drain(pipes, policy.output_cap, deadline, asking);
+    let cut = drained.as_ref().err().map(|(_, cut)| *cut);
     let Drained {
         mut kept,
         mut omitted,
         report,
+        rest,
     } = drained.unwrap_or_else(|(d, _)| d);
+    if cut.is_some() {
+        give_up(rest);
+    }
     omitted += trim_partial_char(&mut kept, omitted > 0);
     let mut output = String::from_utf8_lossy(&kept).into_owned();
     let text = String::from_utf8_lossy(&report);
@@ -173,20 +154,20 @@ fn start(policy: &Policy, command: &str) -> Result<Completion, String> {
         }
         None => (
             Status::Refused(format!(
-                "the sandbox helper ended without a report ({exit}){}{diagnostics}",
+                "the sandbox helper ended without a report{}{diagnostics}",
                 if diagnostics.is_empty() { "" } else { ": " }
             )),
             Vec::new(),
             Vec::new(),
         ),
     };
-    Ok(Completion {
+    Completion {
         output,
         omitted_bytes: omitted,
         status,
         layers,
         blocked,
-    })
+    }
 }
 
 /// The request, serialized into an anonymous memory file positioned at its start.
@@ -209,18 +190,17 @@ struct Drained {
     kept: Vec<u8>,
     omitted: u64,
     report: Vec<u8>,
+    /// The report pipe, when the command was given up before the helper closed it.
+    rest: Option<File>,
 }
 
-/// The helper's descriptor on which the host answers the proxy's questions.
-const ANSWERS_FD: i32 = 3;
-
 /// What the host reads while a command runs.
-struct Pipes<'a> {
-    out: File,
-    report: File,
+pub(super) struct Pipes {
+    pub out: File,
+    pub report: File,
     /// Polled too: once given, the command is given up.
-    stop: Option<&'a Stop>,
-    progress: Option<&'a Progress>,
+    pub stop: Option<Stop>,
+    pub progress: Option<Progress>,
 }
 
 /// Why the host gave up on a command before its helper reported.
@@ -251,6 +231,7 @@ fn drain(
         kept: Vec::with_capacity(cap.min(64 << 10)),
         omitted: 0,
         report: Vec::new(),
+        rest: None,
     };
     let mut buf = vec![0u8; 64 << 10];
     let (mut out_open, mut report_open) = (true, true);
@@ -261,6 +242,7 @@ fn drain(
             // Only a failure if the helper has not reported; once it has, the tree is dead
             // and an output writer that is still around is not waited for.
             return if report_open {
+                drained.rest = Some(report);
                 Err((drained, Cut::Deadline))
             } else {
                 Ok(drained)
@@ -278,7 +260,7 @@ fn drain(
                 revents: 0,
             },
             libc::pollfd {
-                fd: stop.map_or(-1, Stop::fd),
+                fd: stop.as_ref().map_or(-1, Stop::fd),
                 events: libc::POLLIN,
                 revents: 0,
             },
@@ -290,16 +272,18 @@ fn drain(
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }
+            drained.rest = report_open.then_some(report);
             return Err((drained, Cut::Deadline));
         }
         if fds[2].revents != 0 {
+            drained.rest = report_open.then_some(report);
             return Err((drained, Cut::Stopped));
         }
         if fds[0].revents != 0 {
             match out.read(&mut buf) {
                 Ok(0) | Err(_) => out_open = false,
                 Ok(n) => {
-                    if let Some(progress) = progress {
+                    if let Some(progress) = &progress {
                         progress.add(n);
                     }
                     let room = cap.saturating_sub(drained.kept.len());
@@ -344,32 +328,46 @@ fn answer(report: &mut Vec<u8>, scanned: &mut usize, asker: &Asker, answers: &mu
     }
 }
 
-/// How long a helper whose host has let go may take to kill its command and exit.
+/// How long a helper whose host has let go of a command may take to kill it and say so.
 const LET_GO: Duration = Duration::from_secs(2);
 
-/// Waits for a helper that the host let go of (its pipes closed) to end, killing it if it
-/// outstays [`LET_GO`]: it is not killed at once, since killing it first would leave the
-/// command's init behind where the kernel does not deliver the init's parent-death signal
-/// (gVisor).
-fn end(helper: &mut Child) -> String {
+/// Reads the report pipe of a command given up until the helper closes it (the command is
+/// dead then), for at most [`LET_GO`].
+pub(super) fn linger(mut report: File) {
+    let until = Instant::now() + LET_GO;
+    let mut buf = [0u8; 4096];
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        let mut fd = libc::pollfd {
+            fd: report.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let wait = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut fd, 1, wait) } < 0
+            && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
+        {
+            return;
+        }
+        if fd.revents != 0 && matches!(report.read(&mut buf), Ok(0) | Err(_)) {
+            return;
+        }
+    }
+}
+
+/// Waits for the helper of an unconfined command, which ends once its command does (or, let
+/// go of, once it has killed it), killing it if it outstays [`LET_GO`].
+fn end(helper: &mut Child) {
     let until = Instant::now() + LET_GO;
     while Instant::now() < until {
         match helper.try_wait() {
-            Ok(Some(status)) => return status.to_string(),
+            Ok(Some(_)) => return,
             Ok(None) => std::thread::sleep(Duration::from_millis(2)),
             Err(_) => break,
         }
     }
     let _ = helper.kill();
-    wait(helper)
-}
-
-/// Waits for the helper and describes how it ended.
-fn wait(helper: &mut Child) -> String {
-    match helper.wait() {
-        Ok(status) => status.to_string(),
-        Err(e) => format!("cannot wait for it: {e}"),
-    }
+    let _ = helper.wait();
 }
 
 /// When output was cut at the cap, drops a UTF-8 sequence the cut left incomplete (so the cut

@@ -1,7 +1,7 @@
 //! The protected paths of one call ([`super::protect`]), ready for the view: each one that
 //! exists, and an empty directory standing in for each one that does not, checked beneath
-//! the workspace without following a symbolic link. The view mounts them read-only (opening
-//! each the same way, [`open`]).
+//! the workspace without following a symbolic link. The command's init mounts them read-only
+//! (opening each the same way, [`super::view::fresh`]).
 //!
 //! Calls run at once in one workspace (an MCP client's parallel calls, two sessions), and a
 //! stand-in made by one may be mounted by another. So every protected directory is held with
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::ns;
 use super::protect::{Guard, Protected};
-use super::wire::{self, Request};
+use super::wire::{self, Setup};
 
 /// The mode of a stand-in: sticky and read-only, which marks it for any call that finds it.
 const STAND_IN_MODE: u32 = 0o1555;
@@ -48,7 +48,7 @@ impl Shield {
     /// Scans the workspace of `request` for its protected paths and opens them, making a
     /// stand-in for each that is missing. A symbolic link where a protected path should be
     /// refuses the call: it could lead anywhere, and a mount cannot cover a link.
-    pub fn raise(request: &Request) -> Result<Shield, String> {
+    pub fn raise(request: &Setup) -> Result<Shield, String> {
         let root = wire::to_path(&request.workspace);
         let unprotect: Vec<PathBuf> = request.unprotect.iter().map(|p| wire::to_path(p)).collect();
         let guard = Guard::new(&root, &unprotect);
@@ -175,21 +175,6 @@ fn reopen(at: &OwnedFd) -> io::Result<OwnedFd> {
     }
     // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-/// Each protected path of `shield`, absolute, as a detached tree for the view: opened, in the
-/// caller's mount namespace, beneath the workspace `root` without following a link.
-pub(super) fn open(shield: &Shield, root: &Path) -> io::Result<Vec<(PathBuf, OwnedFd, bool)>> {
-    let workspace = OwnedFd::from(std::fs::File::open(root)?);
-    shield
-        .shown
-        .iter()
-        .map(|rel| {
-            let at = ns::open_beneath(&workspace, Path::new(rel))?;
-            let dir = std::fs::File::from(at.try_clone()?).metadata()?.is_dir();
-            Ok((root.join(rel), ns::open_tree_of(&at)?, dir))
-        })
-        .collect()
 }
 
 impl Drop for Shield {

@@ -1,19 +1,34 @@
-//! What the host and the sandbox helper tell each other: the request (on the helper's standard
-//! input) and the report (the last line of the helper's standard error).
+//! What the host, the sandbox helper and the zygote tell each other.
+//!
+//! A confined shell is one helper for many commands: the host sends it the [`Setup`] once,
+//! then a [`Run`] per command, each with the command's own pipes attached (`SCM_RIGHTS`); the
+//! helper asks the zygote to start each command ([`ToZygote`]) and hears back when it ended
+//! ([`FromZygote`]). Messages are JSON frames (a 4-byte length, then the text) on Unix stream
+//! sockets, descriptors riding on a frame's first byte ([`send`], [`recv`]).
+//!
+//! On a command's own report pipe the helper writes the proxy's questions ([`ask_line`]) and,
+//! last, the [`Report`] ([`report_line`]). An unconfined command still gets a helper of its own,
+//! which reads a [`Request`] on its standard input and reports on its standard error.
 
 use std::ffi::OsString;
+use std::io::{self, IoSlice, IoSliceMut, Read};
+use std::mem::MaybeUninit;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{Blocked, Layer, Network, Status};
 
-/// One command and the confinement to run it under. Paths travel as bytes: they need not be
-/// UTF-8.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Request {
-    pub command: String,
+/// How every command of a shell is confined. Paths travel as bytes: they need not be UTF-8.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct Setup {
     pub workspace: Vec<u8>,
     pub extra_read: Vec<Vec<u8>>,
     pub extra_write: Vec<Vec<u8>>,
@@ -22,7 +37,7 @@ pub(super) struct Request {
     pub timeout_ms: u64,
     pub memory_limit: Option<u64>,
     pub max_processes: u32,
-    /// The layers the command may run without, when the kernel cannot enforce them.
+    /// The layers commands may run without, when the kernel cannot enforce them.
     pub allow_missing: Vec<String>,
     /// Protected paths the user relaxed.
     pub unprotect: Vec<Vec<u8>>,
@@ -34,9 +49,137 @@ pub(super) struct Request {
     pub path: Vec<Vec<u8>>,
     /// Paths covered even inside a granted tree.
     pub hidden: Vec<Vec<u8>>,
-    /// Whether the proxy may ask about hosts off the allowlist (answers on descriptor 3).
-    #[serde(default)]
-    pub ask: bool,
+}
+
+/// An unconfined command, on its own helper's standard input.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Request {
+    pub setup: Setup,
+    pub command: String,
+}
+
+/// What the host sends a confined shell's helper, after the [`Setup`].
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum ToHelper {
+    /// Run `command`. Attached: the output pipe's write end, the report pipe's write end and,
+    /// when `ask`, the read end of the pipe of the host's answers to the proxy's questions.
+    Run { id: u64, command: String, ask: bool },
+    /// Kill the command of call `id` at once (cancelled, or its host gave up on it).
+    Stop { id: u64 },
+}
+
+/// What the helper sends the zygote.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum ToZygote {
+    /// Start call `id`. Attached: the output pipe's write end and, when `proxy`, the end of the
+    /// socket pair over which the call's init hands the proxy's listening socket back.
+    Fork {
+        id: u64,
+        command: String,
+        /// The protected paths to mount read-only, relative to the workspace.
+        protected: Vec<String>,
+        /// The hidden paths that exist now (absolute), to cover.
+        hidden: Vec<Vec<u8>>,
+        /// The address-space limit of each process, where no memory cgroup bounds the call.
+        address_space: Option<u64>,
+        proxy: bool,
+    },
+    /// Kill call `id` now.
+    Kill { id: u64 },
+}
+
+/// What the zygote sends the helper.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum FromZygote {
+    /// The view is built: commands may come.
+    Ready,
+    /// The sandbox cannot be set up, for this reason.
+    Refused { why: String },
+    /// Call `id` has its init (in the memory cgroup the zygote was in).
+    Started { id: u64 },
+    /// Call `id` ended so.
+    Exited { id: u64, status: Status },
+}
+
+/// The most a frame may carry: a command is at most what one `bash -c` argument may be, and
+/// the setup a few paths and variables.
+const MAX_FRAME: usize = 64 << 20;
+/// The most descriptors one frame carries.
+const MAX_FDS: usize = 4;
+
+/// Sends `message` on the stream socket `socket`, with `fds` attached.
+pub(super) fn send(
+    socket: BorrowedFd,
+    message: &impl Serialize,
+    fds: &[BorrowedFd],
+) -> io::Result<()> {
+    let body = serde_json::to_vec(message).map_err(io::Error::other)?;
+    let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() {
+        control.push(SendAncillaryMessage::ScmRights(fds));
+    }
+    let sent = rustix::net::sendmsg(
+        socket,
+        &[IoSlice::new(&frame)],
+        &mut control,
+        SendFlags::NOSIGNAL,
+    )?;
+    let mut rest = &frame[sent..];
+    while !rest.is_empty() {
+        let n = rustix::net::send(socket, rest, SendFlags::NOSIGNAL)?;
+        rest = &rest[n..];
+    }
+    Ok(())
+}
+
+/// Receives one message from the stream socket `socket`, with the descriptors attached to it;
+/// `None` at end-of-file.
+pub(super) fn recv<T: DeserializeOwned>(
+    socket: BorrowedFd,
+) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
+    let mut len = [0u8; 4];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    // The descriptors ride on the first byte; a read of the length alone takes no byte of the
+    // frame after it.
+    let got = rustix::net::recvmsg(
+        socket,
+        &mut [IoSliceMut::new(&mut len)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?
+    .bytes;
+    let mut fds = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = message {
+            fds.extend(received);
+        }
+    }
+    if got == 0 {
+        return Ok(None);
+    }
+    let mut stream = Stream(socket);
+    stream.read_exact(&mut len[got..])?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::other(format!("a frame of {len} bytes")));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body)?;
+    let message = serde_json::from_slice(&body).map_err(io::Error::other)?;
+    Ok(Some((message, fds)))
+}
+
+/// A borrowed stream socket, read as a stream.
+struct Stream<'a>(BorrowedFd<'a>);
+
+impl Read for Stream<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        Ok(rustix::io::read(self.0, buf)?)
+    }
 }
 
 pub(super) fn to_bytes(path: &Path) -> Vec<u8> {
@@ -51,8 +194,8 @@ pub(super) fn to_path(bytes: &[u8]) -> PathBuf {
 const PREFIX: &str = "cordon-sandbox-report:";
 
 /// The marker that starts a question of the proxy to the host: may a command reach a host
-/// that is not on its allowlist? The host answers `y` or `n`, and a newline, on the helper's
-/// descriptor 3.
+/// that is not on its allowlist? The host answers `y` or `n`, and a newline, on the
+/// command's answer pipe.
 const ASK_PREFIX: &str = "cordon-sandbox-ask:";
 
 #[derive(Serialize, Deserialize)]
@@ -91,6 +234,18 @@ pub(super) struct Report {
     pub blocked: Vec<Blocked>,
 }
 
+impl Report {
+    /// A command that could not run, for `why`.
+    pub fn refused(why: String) -> Report {
+        Report {
+            status: Status::Refused(why),
+            layers: Vec::new(),
+            protected: Vec::new(),
+            blocked: Vec::new(),
+        }
+    }
+}
+
 /// The report as one line (newline included): the marker, then the [`Report`] as JSON.
 pub(super) fn report_line(report: &Report) -> String {
     let json = serde_json::to_string(report).expect("a report serializes");
@@ -117,6 +272,9 @@ pub(super) fn parse_report(text: &str) -> (Option<Report>, String) {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+    use std::os::fd::AsFd;
+
     use super::*;
 
     #[test]
@@ -141,5 +299,39 @@ mod tests {
             assert_eq!(parsed, Some(report));
             assert_eq!(other, "thread panicked");
         }
+    }
+
+    #[test]
+    fn frames_carry_messages_and_descriptors() {
+        let (a, b) = crate::process::socket_pair().unwrap();
+        let (read, write) = crate::process::pipe().unwrap();
+        let long = "x".repeat(300 << 10);
+        let run = ToHelper::Run {
+            id: 7,
+            command: long.clone(),
+            ask: true,
+        };
+        let sender = std::thread::spawn(move || {
+            send(a.as_fd(), &run, &[write.as_fd()]).unwrap();
+            send(a.as_fd(), &ToHelper::Stop { id: 7 }, &[]).unwrap();
+            drop(a);
+        });
+        let (first, fds) = recv::<ToHelper>(b.as_fd()).unwrap().unwrap();
+        assert!(
+            matches!(first, ToHelper::Run { id: 7, ref command, ask: true } if *command == long)
+        );
+        assert_eq!(fds.len(), 1);
+        // The descriptor received is the pipe's write end.
+        std::fs::File::from(fds.into_iter().next().unwrap())
+            .write_all(b"!")
+            .unwrap();
+        let mut byte = [0u8];
+        std::fs::File::from(read).read_exact(&mut byte).unwrap();
+        assert_eq!(&byte, b"!");
+        let (second, fds) = recv::<ToHelper>(b.as_fd()).unwrap().unwrap();
+        assert!(matches!(second, ToHelper::Stop { id: 7 }));
+        assert!(fds.is_empty());
+        sender.join().unwrap();
+        assert!(recv::<ToHelper>(b.as_fd()).unwrap().is_none());
     }
 }

@@ -6,23 +6,24 @@ use crate::state::State;
 
 impl Host for State {
     async fn run(&mut self, command: String) -> Completion {
-        let Some(mut policy) = self.grants.shell.clone() else {
+        let Some(shell) = self.grants.shell.clone() else {
             return refused("the shell capability is not granted to this plugin".into());
         };
         let stop = match shell::Stop::new() {
             Ok(stop) => stop,
             Err(e) => return refused(format!("cannot make the command stoppable: {e}")),
         };
-        let command_policy = std::sync::Arc::make_mut(&mut policy);
-        command_policy.ask = self.watch.asker.clone();
-        command_policy.progress = self.watch.progress.clone();
-        command_policy.stop = Some(stop.clone());
+        let hooks = shell::Hooks {
+            ask: self.watch.asker.clone(),
+            stop: Some(stop.clone()),
+            progress: self.watch.progress.clone(),
+        };
         // Dropped with this future when the call is given up (cancelled, past its deadline):
         // the command's tree dies then, not when it would have ended.
         let _stop = StopOnDrop(stop);
-        // The runner blocks on a child process for up to the timeout: keep it off the async
+        // The runner blocks on the command for up to the timeout: keep it off the async
         // workers.
-        match tokio::task::spawn_blocking(move || shell::run(&policy, &command)).await {
+        match tokio::task::spawn_blocking(move || shell.run(&command, &hooks)).await {
             Ok(done) => {
                 self.sandbox = done.layers;
                 self.blocked.extend(done.blocked);

@@ -1,0 +1,514 @@
+//! A shell's helper: it sets up the sandbox once, then serves the host's commands until the
+//! host closes its socket (descriptor 0).
+//!
+//! Set-up: the confinement is prepared ([`confine::prepare`], which refuses what the kernel
+//! cannot enforce), the host trees of the view are opened (here when cordon runs as root,
+//! which alone may give them an id map), and the *zygote* is cloned into new user, PID,
+//! mount, IPC, UTS and (unless the network is open) network namespaces ([`super::zygote`]).
+//! The zygote builds the view and waits for commands; it starts each one as the init of new
+//! namespaces of its own.
+//!
+//! Each command then costs what must be fresh for it, and no more. The helper raises the
+//! command's protected paths ([`Shield`]), starts its proxy when it has an allowlist, and
+//! asks the zygote for it. Its memory cgroup is ready before it is asked for: the helper
+//! moves the zygote into a fresh cgroup while the command before runs, so the command's init
+//! is born in its own (a task moved into a v1 cgroup waits for an RCU grace period, which
+//! would otherwise be paid on every call). When the zygote says the command ended, the helper
+//! reads whether the kernel killed it for lack of memory, removes the cgroup, lowers the
+//! shield and writes the report on the command's report pipe.
+//!
+//! A command is killed when the host says so ([`ToHelper::Stop`]), when its host end of the
+//! report pipe closes, and at its timeout (by the zygote). When the host goes away the helper
+//! kills the zygote, and with it every command; a helper killed outright takes the zygote
+//! with it (the zygote's parent-death signal).
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use super::cgroup::Cgroup;
+use super::confine::{self, refusal};
+use super::ns;
+use super::process;
+use super::proxy::{self, Proxy};
+use super::receipt::{self, Memory};
+use super::shield::Shield;
+use super::view::Sources;
+use super::wire::{self, FromZygote, Report, Setup, ToHelper, ToZygote};
+use super::zygote::{self, Zygote};
+use super::{DEFAULT_MEMORY_LIMIT, Layer, Network, Status};
+
+/// What may stand in the way of namespaces, for the refusal.
+pub(super) const NAMESPACE_HINT: &str = " (user namespaces may be disabled, see the sysctls \
+                                         user.max_user_namespaces and \
+                                         kernel.unprivileged_userns_clone, or refused by a \
+                                         container's seccomp profile, which must allow clone \
+                                         and unshare with CLONE_NEWUSER)";
+
+/// Serves the host on descriptor 0 and exits.
+pub(super) fn serve() -> ! {
+    // SAFETY: descriptor 0 is the host's socket, which this function owns from now on.
+    let host = unsafe { OwnedFd::from_raw_fd(0) };
+    // SAFETY: no arguments. Out of the host's session and process group: terminal signals
+    // meant for the host do not reach the helper, which must outlive the host long enough to
+    // clean up.
+    unsafe { libc::setsid() };
+    let setup = match wire::recv::<Setup>(host.as_fd()) {
+        Ok(Some((setup, _))) => setup,
+        _ => std::process::exit(1),
+    };
+    match Server::start(setup, host.as_raw_fd()) {
+        Ok(mut server) => server.serve(&host),
+        Err(why) => refuse(&host, &why),
+    }
+    std::process::exit(0)
+}
+
+/// Answers the commands waiting on `host` with the refusal `why`, then leaves: the next
+/// command starts a helper again, which tries again.
+fn refuse(host: &OwnedFd, why: &str) {
+    loop {
+        let Ok(Some((message, fds))) = wire::recv::<ToHelper>(host.as_fd()) else {
+            return;
+        };
+        if let (ToHelper::Run { .. }, Some(report)) = (message, fds.into_iter().nth(1)) {
+            let _ = File::from(report)
+                .write_all(wire::report_line(&Report::refused(why.to_string())).as_bytes());
+        }
+        let mut fd = libc::pollfd {
+            fd: host.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; no wait.
+        if unsafe { libc::poll(&mut fd, 1, 0) } <= 0 || fd.revents & libc::POLLIN == 0 {
+            return;
+        }
+    }
+}
+
+/// The helper of a shell whose sandbox is set up.
+struct Server {
+    setup: Setup,
+    zygote: libc::pid_t,
+    socket: OwnedFd,
+    /// The layers every command runs under, but for its memory.
+    layers: Vec<Layer>,
+    /// The trees commands may be granted, canonical: a hidden path counts only inside one.
+    granted: Vec<PathBuf>,
+    memory: Memories,
+    calls: HashMap<u64, Call>,
+    /// Commands waiting for the zygote to be in a fresh memory cgroup.
+    waiting: VecDeque<(u64, String, Vec<OwnedFd>, bool)>,
+}
+
+/// The memory cgroups of commands, one ready ahead.
+struct Memories {
+    bytes: Option<u64>,
+    /// The cgroup the zygote is in, which its next command is born in; none while the zygote
+    /// is still in the cgroup of the command it started last.
+    ready: Option<Cgroup>,
+    /// Why commands cannot have memory cgroups, if they cannot.
+    missing: Option<String>,
+    made: u64,
+}
+
+/// A command the zygote runs.
+struct Call {
+    report: Arc<Mutex<File>>,
+    shield: Shield,
+    cgroup: Option<Cgroup>,
+    proxy: Option<Arc<Proxy>>,
+    memory: Memory,
+    /// Whether the zygote was told to kill it.
+    killed: bool,
+}
+
+impl Server {
+    /// Sets up the sandbox of `setup`: the zygote, ready for commands. `host` is the host's
+    /// socket, which the zygote must not keep open.
+    fn start(setup: Setup, host: i32) -> Result<Server, String> {
+        let plan = confine::prepare(&setup)?;
+        let sandbox_user = ns::runs_as_sandbox_user();
+        let sources = if sandbox_user {
+            let userns = ns::sandbox_userns().map_err(|e| {
+                refusal(format!(
+                    "cannot create the user namespace of the sandbox's user: {e}{NAMESPACE_HINT}"
+                ))
+            })?;
+            Some(Sources::open(&setup, Some(&userns))?)
+        } else {
+            None
+        };
+        let granted = granted(&setup)?;
+        let (ours, theirs) =
+            process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+        let (go_read, go_write) =
+            process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+        let mut flags = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
+        if setup.network != Network::Open {
+            flags |= libc::CLONE_NEWNET;
+        }
+        let layers = receipt::confined(&setup, sandbox_user, &plan);
+        let pid = ns::clone(flags).map_err(|e| {
+            refusal(format!(
+                "the kernel refused to create the command's namespaces: {e}{NAMESPACE_HINT}"
+            ))
+        })?;
+        if pid == 0 {
+            // Only the zygote's own ends stay open in it: the host's socket must close when
+            // the helper does.
+            drop((ours, go_write));
+            // SAFETY: closing the zygote's copy of the host's socket, which it never uses.
+            unsafe { libc::close(host) };
+            let zygote = Zygote {
+                setup,
+                plan,
+                sources,
+                sandbox_user,
+            };
+            zygote::main(zygote, go_read, theirs);
+        }
+        drop((go_read, theirs, sources));
+        let kill = |why: String| {
+            kill(pid);
+            why
+        };
+        ns::write_maps(pid, sandbox_user).map_err(|e| {
+            kill(refusal(format!(
+                "cannot map the command's user into its user namespace: {e}"
+            )))
+        })?;
+        let _ = File::from(go_write).write_all(b"1");
+        match wire::recv::<FromZygote>(ours.as_fd()) {
+            Ok(Some((FromZygote::Ready, _))) => {}
+            Ok(Some((FromZygote::Refused { why }, _))) => return Err(kill(why)),
+            _ => return Err(kill("the sandbox's zygote ended while setting up".into())),
+        }
+        let mut memory = Memories {
+            bytes: setup.memory_limit,
+            ready: None,
+            missing: None,
+            made: 0,
+        };
+        memory.prepare(pid);
+        Ok(Server {
+            setup,
+            zygote: pid,
+            socket: ours,
+            layers,
+            granted,
+            memory,
+            calls: HashMap::new(),
+            waiting: VecDeque::new(),
+        })
+    }
+
+    /// Serves the host until it closes its socket.
+    fn serve(&mut self, host: &OwnedFd) {
+        loop {
+            let ids: Vec<u64> = self.calls.keys().copied().collect();
+            let mut fds = vec![
+                pollfd(host.as_raw_fd(), libc::POLLIN),
+                pollfd(self.socket.as_raw_fd(), libc::POLLIN),
+            ];
+            for id in &ids {
+                let call = &self.calls[id];
+                // Only its errors: the host closed its end, it gave the command up.
+                let report = match call.killed {
+                    true => -1,
+                    false => call.report.lock().map_or(-1, |f| f.as_raw_fd()),
+                };
+                fds.push(pollfd(report, 0));
+            }
+            // SAFETY: a valid array of pollfd.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            if ready < 0 {
+                if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                break;
+            }
+            if fds[1].revents != 0 && !self.hear_zygote() {
+                break;
+            }
+            for (i, id) in ids.iter().enumerate() {
+                if fds[2 + i].revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+                    self.kill(*id);
+                }
+            }
+            if fds[0].revents != 0 {
+                match wire::recv::<ToHelper>(host.as_fd()) {
+                    Ok(Some((ToHelper::Run { id, command, ask }, fds))) => {
+                        self.waiting.push_back((id, command, fds, ask));
+                    }
+                    Ok(Some((ToHelper::Stop { id }, _))) => self.kill(id),
+                    // The host is gone: so is everything it started.
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            self.fork_waiting();
+        }
+        self.end("the host went away");
+    }
+
+    /// Asks the zygote for the waiting commands, as long as it is in a fresh cgroup.
+    fn fork_waiting(&mut self) {
+        while self.memory.can_fork() {
+            let Some((id, command, fds, ask)) = self.waiting.pop_front() else {
+                return;
+            };
+            self.fork(id, command, fds, ask);
+        }
+    }
+
+    /// Asks the zygote to start the command of call `id`; `fds` are what the host attached.
+    fn fork(&mut self, id: u64, command: String, fds: Vec<OwnedFd>, ask: bool) {
+        let mut fds = fds.into_iter();
+        let (Some(out), Some(report)) = (fds.next(), fds.next()) else {
+            return;
+        };
+        let answers = fds.next().filter(|_| ask).map(File::from);
+        let report = Arc::new(Mutex::new(File::from(report)));
+        let refuse = |why: String| {
+            write_report(&report, &Report::refused(why));
+        };
+        let shield = match Shield::raise(&self.setup) {
+            Ok(shield) => shield,
+            Err(why) => return refuse(why),
+        };
+        let hidden = self.hidden();
+        let (proxy, handover) = match &self.setup.network {
+            Network::Allow(allowlist) => {
+                let proxy = Proxy::new(allowlist.clone(), answers, report.clone());
+                match start_proxy(&proxy) {
+                    Ok(theirs) => (Some(proxy), Some(theirs)),
+                    Err(why) => return refuse(why),
+                }
+            }
+            _ => (None, None),
+        };
+        let memory = match (&self.memory.missing, self.memory.bytes) {
+            (Some(why), Some(bytes)) => Memory::PerProcess(bytes, why.clone()),
+            (_, None) => Memory::Unlimited,
+            (None, Some(bytes)) => Memory::Cgroup(bytes, self.memory.version()),
+        };
+        let address_space = match &memory {
+            Memory::PerProcess(bytes, _) => Some(*bytes),
+            _ => None,
+        };
+        let fork = ToZygote::Fork {
+            id,
+            command,
+            protected: shield.shown.clone(),
+            hidden,
+            address_space,
+            proxy: handover.is_some(),
+        };
+        let mut attached = vec![out.as_fd()];
+        attached.extend(handover.as_ref().map(|h| h.as_fd()));
+        if let Err(e) = wire::send(self.socket.as_fd(), &fork, &attached) {
+            if let Some(proxy) = &proxy {
+                proxy.close();
+            }
+            return refuse(format!("cannot reach the sandbox's zygote: {e}"));
+        }
+        self.calls.insert(
+            id,
+            Call {
+                report,
+                shield,
+                cgroup: self.memory.ready.take(),
+                proxy,
+                memory,
+                killed: false,
+            },
+        );
+    }
+
+    /// Handles what the zygote says; false when it is gone.
+    fn hear_zygote(&mut self) -> bool {
+        match wire::recv::<FromZygote>(self.socket.as_fd()) {
+            Ok(Some((FromZygote::Started { .. }, _))) => {
+                self.memory.prepare(self.zygote);
+                true
+            }
+            Ok(Some((FromZygote::Exited { id, status }, _))) => {
+                self.finish(id, status);
+                true
+            }
+            Ok(Some(_)) => true,
+            Ok(None) | Err(_) => false,
+        }
+    }
+
+    /// Reports the end of call `id`.
+    fn finish(&mut self, id: u64, status: Status) {
+        let Some(call) = self.calls.remove(&id) else {
+            return;
+        };
+        let oom = call.cgroup.map(|cgroup| {
+            let killed = cgroup.oom_killed();
+            cgroup.remove();
+            killed
+        });
+        let status = match status {
+            Status::Refused(why) => Status::Refused(why),
+            _ if oom == Some(true) => {
+                Status::OutOfMemory(self.setup.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) >> 20)
+            }
+            status => status,
+        };
+        let blocked = call.proxy.map(|proxy| {
+            proxy.close();
+            proxy.blocked()
+        });
+        let mut layers = self.layers.clone();
+        receipt::set_memory(&mut layers, &call.memory);
+        let report = Report {
+            status,
+            layers,
+            protected: call.shield.shown.clone(),
+            blocked: blocked.unwrap_or_default(),
+        };
+        // The stand-ins go before the host hears the command ended.
+        drop(call.shield);
+        write_report(&call.report, &report);
+    }
+
+    /// Kills the command of call `id`, if it runs.
+    fn kill(&mut self, id: u64) {
+        if let Some(call) = self.calls.get_mut(&id)
+            && !call.killed
+        {
+            call.killed = true;
+            let _ = wire::send(self.socket.as_fd(), &ToZygote::Kill { id }, &[]);
+        }
+    }
+
+    /// The hidden paths of the set-up that exist now inside a granted tree.
+    fn hidden(&self) -> Vec<Vec<u8>> {
+        self.setup
+            .hidden
+            .iter()
+            .filter(|path| {
+                let path = wire::to_path(path);
+                std::fs::symlink_metadata(&path).is_ok()
+                    && self.granted.iter().any(|tree| path.starts_with(tree))
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Kills the zygote, and with it every command, and reports each one as `why`.
+    fn end(&mut self, why: &str) {
+        kill(self.zygote);
+        for (_, call) in self.calls.drain() {
+            if let Some(proxy) = &call.proxy {
+                proxy.close();
+            }
+            if let Some(cgroup) = call.cgroup {
+                cgroup.remove();
+            }
+            write_report(&call.report, &Report::refused(why.to_string()));
+        }
+        if let Some(cgroup) = self.memory.ready.take() {
+            cgroup.remove();
+        }
+    }
+}
+
+impl Memories {
+    /// Moves the zygote (`pid`) into a fresh cgroup, for its next command; when none can be
+    /// made, commands from now on are bounded per process.
+    fn prepare(&mut self, pid: libc::pid_t) {
+        let (Some(bytes), None) = (self.bytes, &self.missing) else {
+            return;
+        };
+        self.made += 1;
+        let made = Cgroup::create(bytes, self.made).and_then(|cgroup| {
+            cgroup.admit(pid)?;
+            Ok(cgroup)
+        });
+        match made {
+            Ok(cgroup) => self.ready = Some(cgroup),
+            Err(why) => self.missing = Some(why),
+        }
+    }
+
+    /// Whether the zygote may start a command now: it is in a fresh cgroup, or commands have
+    /// none.
+    fn can_fork(&self) -> bool {
+        self.ready.is_some() || self.missing.is_some() || self.bytes.is_none()
+    }
+
+    fn version(&self) -> u8 {
+        self.ready.as_ref().map_or(1, Cgroup::version)
+    }
+}
+
+/// Starts the proxy of one command: a thread that receives the listening socket the
+/// command's init hands over, and serves it. The end of the socket pair to give the init.
+fn start_proxy(proxy: &Arc<Proxy>) -> Result<OwnedFd, String> {
+    let (ours, theirs) = process::socket_pair()
+        .map_err(|e| format!("cannot create the proxy's socket pair: {e}"))?;
+    let proxy = proxy.clone();
+    std::thread::Builder::new()
+        .spawn(move || {
+            if let Ok(listener) = proxy::receive(&ours) {
+                proxy.serve(listener);
+            }
+        })
+        .map_err(|e| format!("cannot start the proxy: {e}"))?;
+    Ok(theirs)
+}
+
+/// Writes `report` as the last line of a command's report pipe.
+fn write_report(report: &Mutex<File>, line: &Report) {
+    if let Ok(mut file) = report.lock() {
+        let _ = file.write_all(wire::report_line(line).as_bytes());
+    }
+}
+
+/// The workspace and the extra paths of `setup`, canonical.
+fn granted(setup: &Setup) -> Result<Vec<PathBuf>, String> {
+    let mut trees = vec![wire::to_path(&setup.workspace)];
+    for (paths, what) in [
+        (&setup.extra_read, "readable"),
+        (&setup.extra_write, "writable"),
+    ] {
+        for path in paths {
+            let path = wire::to_path(path);
+            trees.push(path.canonicalize().map_err(|e| {
+                format!("the extra {what} path {} is unusable: {e}", path.display())
+            })?);
+        }
+    }
+    Ok(trees)
+}
+
+/// Kills the zygote, and with it every process of its namespaces, and reaps it.
+fn kill(pid: libc::pid_t) {
+    // SAFETY: signalling and reaping this helper's own child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        while libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) < 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+    }
+}
+
+fn pollfd(fd: i32, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}

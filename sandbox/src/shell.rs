@@ -1,0 +1,237 @@
+//! A confined shell: one sandbox helper, started once, that runs every command of a policy.
+//!
+//! Setting up the sandbox (re-executing the helper, opening the host trees of the view, the
+//! user namespace and its id maps, the Landlock and seccomp preparations) costs several times
+//! what running `bash -c true` does, so it is done once per [`Shell`]; what must be fresh for
+//! each command (its PID namespace and `/proc`, its mount namespace with `/tmp`, `/dev/shm`,
+//! `/dev/pts` and the protected paths, its memory cgroup, its Landlock domain) is made per
+//! command from the prepared state, by the zygote ([`super::zygote`]).
+//!
+//! The helper is started on the first command, or earlier by [`Shell::warm`] (a one-shot
+//! `cordon call bash` starts it before loading the plugin, so that both happen at once). A
+//! helper that died (killed, or gone after refusing to set up) is started again for the next
+//! command, as is one whose workspace was replaced since it started. Dropping the [`Shell`]
+//! closes the helper's socket, which ends it and everything it ran.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::process::{pipe, socket_pair};
+use super::runner::{self, Pipes};
+use super::wire::{self, Setup, ToHelper};
+use super::{Completion, Hooks, Network, Policy, SANDBOX_ARG};
+
+/// The second argument of a shell's helper (`cordon __sandbox shell`).
+pub(super) const SHELL_ARG: &str = "shell";
+
+/// Bash commands run under one [`Policy`], by a helper kept between them.
+pub struct Shell {
+    policy: Policy,
+    helper: Mutex<Option<Helper>>,
+    calls: AtomicU64,
+}
+
+/// A command sent to the helper: its call id, the host's ends of its pipes, and the asker of
+/// the proxy's questions with the write end of the answers.
+struct Sent {
+    id: u64,
+    pipes: Pipes,
+    asking: Option<(super::Asker, File)>,
+}
+
+/// A running helper and the host's end of its socket.
+struct Helper {
+    child: Child,
+    socket: OwnedFd,
+    /// The workspace the helper's view shows, as (device, inode).
+    workspace: Option<(u64, u64)>,
+}
+
+impl Shell {
+    /// A shell for `policy`; its helper starts with the first command, or with [`Shell::warm`].
+    pub fn new(policy: Policy) -> Shell {
+        Shell {
+            policy,
+            helper: Mutex::new(None),
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// The policy its commands run under.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Starts the helper now, without waiting for it to be ready, so that its set-up overlaps
+    /// whatever the caller does before its first command. Does nothing for an unconfined
+    /// shell, whose commands each get a helper of their own.
+    pub fn warm(&self) {
+        if self.policy.unconfined {
+            return;
+        }
+        let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
+        if helper.is_none() {
+            *helper = self.start().ok();
+        }
+    }
+
+    /// Runs `command` with `bash -c` and waits for it to end, time out or be stopped.
+    ///
+    /// Blocking: call it from a thread that may block (e.g. `spawn_blocking`). Commands may
+    /// run at once from several threads.
+    pub fn run(&self, command: &str, hooks: &Hooks) -> Completion {
+        if self.policy.unconfined {
+            return runner::once(&self.policy, command, hooks);
+        }
+        match self.send(command, hooks) {
+            Ok(sent) => runner::collect(&self.policy, sent.pipes, sent.asking, |report| {
+                self.stop(sent.id);
+                if let Some(report) = report {
+                    runner::linger(report);
+                }
+            }),
+            Err(why) => Completion::refused(why),
+        }
+    }
+
+    /// Sends `command` to the helper (started, or started again, as needed).
+    fn send(&self, command: &str, hooks: &Hooks) -> Result<Sent, String> {
+        let piping = |e: io::Error| format!("cannot create a pipe: {e}");
+        let (out_read, out_write) = pipe().map_err(piping)?;
+        let (report_read, report_write) = pipe().map_err(piping)?;
+        let asker = match (&hooks.ask, &self.policy.network) {
+            (Some(asker), Network::Allow(_)) => Some(asker.clone()),
+            _ => None,
+        };
+        let answers = match asker {
+            Some(asker) => Some((asker, pipe().map_err(piping)?)),
+            None => None,
+        };
+        let id = self.calls.fetch_add(1, Ordering::Relaxed);
+        let run = ToHelper::Run {
+            id,
+            command: command.to_string(),
+            ask: answers.is_some(),
+        };
+        let mut fds = vec![out_write.as_fd(), report_write.as_fd()];
+        if let Some((_, (read, _))) = &answers {
+            fds.push(read.as_fd());
+        }
+        let workspace = Some(runner::workspace(&self.policy)?.1);
+        let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
+        // A helper that died is started again once; so is one whose view shows a workspace
+        // that has been replaced since.
+        let mut tries = 0;
+        loop {
+            if helper.as_ref().is_none_or(|h| h.workspace != workspace) {
+                *helper = Some(self.start()?);
+            }
+            let socket = &helper.as_ref().expect("a helper").socket;
+            match wire::send(socket.as_fd(), &run, &fds) {
+                Ok(()) => break,
+                Err(_) if tries == 0 => {
+                    tries += 1;
+                    *helper = None;
+                }
+                Err(e) => return Err(format!("cannot reach the sandbox helper: {e}")),
+            }
+        }
+        drop(helper);
+        let pipes = Pipes {
+            out: File::from(out_read),
+            report: File::from(report_read),
+            stop: hooks.stop.clone(),
+            progress: hooks.progress.clone(),
+        };
+        Ok(Sent {
+            id,
+            pipes,
+            asking: answers.map(|(asker, (_, write))| (asker, File::from(write))),
+        })
+    }
+
+    /// Tells the helper to kill call `id` at once.
+    fn stop(&self, id: u64) {
+        let helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(helper) = helper.as_ref() {
+            let _ = wire::send(helper.socket.as_fd(), &ToHelper::Stop { id }, &[]);
+        }
+    }
+
+    /// Starts a helper and sends it the [`Setup`]: it sets up the sandbox while the caller
+    /// goes on.
+    fn start(&self) -> Result<Helper, String> {
+        let (ours, theirs) =
+            socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+        let child = Command::new(&self.policy.helper)
+            .arg0("cordon")
+            .args([SANDBOX_ARG, SHELL_ARG])
+            .env_clear()
+            .current_dir("/")
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::null())
+            // A helper that panics says why on cordon's own standard error.
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                format!(
+                    "cannot start the sandbox helper {}: {e}",
+                    self.policy.helper.display()
+                )
+            })?;
+        let helper = Helper {
+            child,
+            socket: ours,
+            workspace: runner::workspace(&self.policy).ok().map(|(_, id)| id),
+        };
+        wire::send(helper.socket.as_fd(), &setup(&self.policy), &[])
+            .map_err(|e| format!("cannot pass the sandbox's set-up on: {e}"))?;
+        Ok(helper)
+    }
+}
+
+impl std::fmt::Debug for Shell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shell")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        let helper = self.helper.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut helper) = helper.take() {
+            // End-of-file on its socket: the helper kills what still runs and exits.
+            drop(helper.socket);
+            let _ = helper.child.wait();
+        }
+    }
+}
+
+/// The set-up of every command of `policy`.
+pub(super) fn setup(policy: &Policy) -> Setup {
+    let bytes = |paths: &[std::path::PathBuf]| paths.iter().map(|p| wire::to_bytes(p)).collect();
+    let workspace = runner::workspace(policy).map_or_else(|_| policy.workspace.clone(), |(p, _)| p);
+    Setup {
+        workspace: wire::to_bytes(&workspace),
+        extra_read: bytes(&policy.extra_read),
+        extra_write: bytes(&policy.extra_write),
+        network: policy.network.clone(),
+        unconfined: policy.unconfined,
+        timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
+        memory_limit: policy.memory_limit,
+        max_processes: policy.max_processes,
+        allow_missing: policy.allow_missing.clone(),
+        unprotect: bytes(&policy.unprotect),
+        home: policy.home.as_deref().map(wire::to_bytes),
+        env: policy.env.clone(),
+        path: bytes(&policy.path),
+        hidden: bytes(&policy.hidden),
+    }
+}

@@ -1,0 +1,303 @@
+//! The zygote: pid 1 of a shell's PID namespace, in its user, mount, IPC, UTS and network
+//! namespaces, holding the view that every command of the shell starts from.
+//!
+//! It builds the view once ([`view::build`]), opens what the commands' Landlock rules name
+//! ([`Rules::open`]), and then waits for the helper. For each command it clones the command's
+//! init ([`super::init`]) into new user, PID, mount, IPC and UTS namespaces (and a network
+//! namespace of its own when the command has an allowlist): a fresh process view and `/proc`,
+//! a private copy of the view, and its own task count for each command. It kills a command's
+//! init at the command's timeout or when the helper says so, which kills the command's whole
+//! PID namespace, and tells the helper how each command ended.
+//!
+//! The zygote stays single-threaded, so what its children run after the clone is any code at
+//! all. It dies with the helper (parent-death signal); as the init of the shell's PID
+//! namespace, it takes every command with it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use super::confine::{Plan, Rules, refusal};
+use super::init::{self, CallInit};
+use super::ns;
+use super::process;
+use super::view::{self, Sources, View};
+use super::wire::{self, FromZygote, Setup, ToZygote};
+use super::{DEFAULT_MEMORY_LIMIT, Network, Status, whole_secs};
+
+/// What the helper prepared before the clone.
+pub(super) struct Zygote {
+    pub setup: Setup,
+    pub plan: Plan,
+    /// The opened host trees when the helper could open them (as the sandbox user); else the
+    /// zygote opens them.
+    pub sources: Option<Sources>,
+    pub sandbox_user: bool,
+}
+
+/// A command's init, as the zygote follows it.
+struct Running {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    /// Where the init writes how bash ended.
+    status: File,
+    deadline: Instant,
+    timed_out: bool,
+}
+
+/// Runs the zygote: sets up once the helper writes to `go` (the id maps are in place), then
+/// serves the helper on `socket`. Never returns.
+pub(super) fn main(mut zygote: Zygote, go: OwnedFd, socket: OwnedFd) -> ! {
+    // SAFETY: a plain prctl; the helper is this process's parent and single-threaded.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    // End-of-file instead of the byte: the helper failed or died.
+    if File::from(go).read(&mut [0u8]).ok() != Some(1) {
+        exit();
+    }
+    match set_up(&mut zygote) {
+        Ok(ready) => {
+            let _ = wire::send(socket.as_fd(), &FromZygote::Ready, &[]);
+            serve(&zygote, &ready, &socket);
+        }
+        Err(why) => {
+            let _ = wire::send(socket.as_fd(), &FromZygote::Refused { why }, &[]);
+        }
+    }
+    exit()
+}
+
+fn exit() -> ! {
+    // SAFETY: exiting without unwinding: the kernel kills what is left in the namespace.
+    unsafe { libc::_exit(0) }
+}
+
+/// What the zygote holds for every command.
+struct Ready {
+    view: View,
+    rules: Rules,
+}
+
+/// Takes the sandbox's identity, builds the view and opens the Landlock rules' paths.
+fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
+    let setup = &zygote.setup;
+    if zygote.sandbox_user {
+        ns::become_sandbox_user()
+            .map_err(|e| refusal(format!("cannot become the sandbox's user: {e}")))?;
+        // A change of user clears the parent-death signal: set it again, then make sure the
+        // helper did not die in between.
+        // SAFETY: a plain prctl.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    }
+    let name = b"cordon";
+    // SAFETY: a valid buffer of the length given.
+    if unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) } != 0 {
+        return Err(refusal(format!(
+            "cannot name the UTS namespace: {}",
+            io::Error::last_os_error()
+        )));
+    }
+    let sources = match zygote.sources.take() {
+        Some(sources) => sources,
+        None => Sources::open(setup, None)?,
+    };
+    let view = view::build(sources).map_err(refusal)?;
+    let rules = Rules::open(setup, zygote.plan.abi()).map_err(refusal)?;
+    Ok(Ready { view, rules })
+}
+
+/// Starts, follows and kills commands as the helper asks, until it goes away.
+fn serve(zygote: &Zygote, ready: &Ready, socket: &OwnedFd) {
+    let mut running: HashMap<u64, Running> = HashMap::new();
+    // SAFETY: no arguments. The ids of this namespace, which each command's own maps to itself.
+    let ids = unsafe { (libc::geteuid(), libc::getegid()) };
+    loop {
+        let now = Instant::now();
+        for call in running.values_mut().filter(|c| !c.timed_out) {
+            if now >= call.deadline {
+                call.timed_out = true;
+                signal(call.pid);
+            }
+        }
+        let next = running
+            .values()
+            .filter(|c| !c.timed_out)
+            .map(|c| c.deadline)
+            .min();
+        let wait = next.map_or(-1, |deadline| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            left.as_millis().clamp(1, i32::MAX as u128) as i32
+        });
+        let ids_running: Vec<u64> = running.keys().copied().collect();
+        let mut fds = vec![libc::pollfd {
+            fd: socket.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        fds.extend(ids_running.iter().map(|id| libc::pollfd {
+            fd: running[id].pidfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }));
+        // SAFETY: a valid array of pollfd.
+        let polled = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+        if polled < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return;
+        }
+        for (i, id) in ids_running.iter().enumerate() {
+            if fds[1 + i].revents == 0 {
+                continue;
+            }
+            let call = running.remove(id).expect("a running call");
+            let status = reap(call, zygote.setup.timeout_ms);
+            let exited = FromZygote::Exited { id: *id, status };
+            if wire::send(socket.as_fd(), &exited, &[]).is_err() {
+                return;
+            }
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        match wire::recv::<ToZygote>(socket.as_fd()) {
+            Ok(Some((ToZygote::Kill { id }, _))) => {
+                if let Some(call) = running.get(&id) {
+                    signal(call.pid);
+                }
+            }
+            Ok(Some((fork @ ToZygote::Fork { .. }, fds))) => {
+                let ToZygote::Fork { id, .. } = fork else {
+                    unreachable!()
+                };
+                let outcome = match start(zygote, ready, ids, fork, fds, &mut running) {
+                    Ok(call) => {
+                        running.insert(id, call);
+                        FromZygote::Started { id }
+                    }
+                    Err(why) => FromZygote::Exited {
+                        id,
+                        status: Status::Refused(why),
+                    },
+                };
+                if wire::send(socket.as_fd(), &outcome, &[]).is_err() {
+                    return;
+                }
+            }
+            // The helper is gone.
+            Ok(None) | Err(_) => return,
+        }
+    }
+}
+
+/// Clones the init of the command of `fork`; `fds` are what the helper attached to it.
+fn start(
+    zygote: &Zygote,
+    ready: &Ready,
+    ids: (libc::uid_t, libc::gid_t),
+    fork: ToZygote,
+    fds: Vec<OwnedFd>,
+    running: &mut HashMap<u64, Running>,
+) -> Result<Running, String> {
+    let ToZygote::Fork {
+        command,
+        protected,
+        hidden,
+        address_space,
+        proxy,
+        ..
+    } = fork
+    else {
+        unreachable!("only a fork starts a command")
+    };
+    let mut fds = fds.into_iter();
+    let out = fds.next().ok_or("no output pipe came with the command")?;
+    let handover = match proxy {
+        true => Some(fds.next().ok_or("no proxy channel came with the command")?),
+        false => None,
+    };
+    let (status_read, status_write) =
+        process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let mut flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if let Network::Allow(_) = zygote.setup.network {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let started = Instant::now();
+    let pid = ns::clone(flags).map_err(|e| {
+        refusal(format!(
+            "the kernel refused to create the command's namespaces: {e}{}",
+            super::server::NAMESPACE_HINT
+        ))
+    })?;
+    if pid == 0 {
+        // Nothing of the other commands stays open in this one's init.
+        running.clear();
+        drop(status_read);
+        init::run(CallInit {
+            setup: &zygote.setup,
+            plan: &zygote.plan,
+            rules: &ready.rules,
+            ids,
+            command,
+            protected,
+            hidden,
+            address_space,
+            memory: zygote.setup.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT),
+            granted: &ready.view.granted,
+            out,
+            status: Some(status_write),
+            handover,
+        });
+    }
+    drop((out, handover, status_write));
+    // SAFETY: a plain system call on this process's own child; the result is checked.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        let e = io::Error::last_os_error();
+        signal(pid);
+        // SAFETY: reaping the child just signalled.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
+        return Err(format!("cannot follow the command's init: {e}"));
+    }
+    Ok(Running {
+        pid,
+        // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
+        pidfd: unsafe { OwnedFd::from_raw_fd(pidfd as i32) },
+        status: File::from(status_read),
+        deadline: started + Duration::from_millis(zygote.setup.timeout_ms),
+        timed_out: false,
+    })
+}
+
+/// Kills a command's init, and with it its PID namespace.
+fn signal(pid: libc::pid_t) {
+    // SAFETY: signalling this process's own child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+}
+
+/// Reaps the init of `call`, which exited: how the command ended. The kernel hands the init
+/// back only once its namespace is empty.
+fn reap(mut call: Running, timeout_ms: u64) -> Status {
+    let mut report = String::new();
+    let _ = call.status.read_to_string(&mut report);
+    // SAFETY: reaping this process's own child.
+    unsafe {
+        while libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) < 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+    }
+    if call.timed_out {
+        return Status::TimedOut(whole_secs(Duration::from_millis(timeout_ms)));
+    }
+    serde_json::from_str(&report).unwrap_or_else(|_| {
+        // Only the kernel kills the init before it reports: for memory, when its cgroup is
+        // full (the helper then says so), or the helper, which has given the command up.
+        Status::Signaled(super::signal_name(libc::SIGKILL))
+    })
+}
