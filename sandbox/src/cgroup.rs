@@ -3,38 +3,59 @@
 //! N times as much and break runtimes that reserve large virtual ranges.
 //!
 //! The cgroup is created below the helper's own cgroup in whichever hierarchy has the
-//! `memory` controller: the unified (v2) one, else the v1 `memory` one. The helper moves the
-//! zygote into it before the command is asked for ([`Cgroup::admit`], its single thread
-//! through `tasks` in v1: moving a thread group through `cgroup.procs` in v1 waits for an RCU
-//! grace period, 13–30 ms measured), so the command's init is born in it, and everything the
-//! command starts inherits it. After the command the helper reads whether the kernel killed
+//! `memory` controller: the unified (v2) one, else the v1 `memory` one. The zygote moves
+//! itself into it before it starts the command ([`Cgroup::join`]: its single thread, by
+//! writing `0` to `tasks` in v1, 0.5 ms; moving another process, or a thread group through
+//! `cgroup.procs`, waits for an RCU grace period, 5–30 ms measured), so the command's init is
+//! born in it, and everything the command starts inherits it. After the command the helper reads whether the kernel killed
 //! anything for lack of memory, then removes the cgroup.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Where a shell's memory cgroups are made: below the helper's own cgroup, in the hierarchy
+/// that has the `memory` controller.
+pub(super) struct Cgroups {
+    parent: PathBuf,
+    v2: bool,
+    /// The limit of each.
+    bytes: u64,
+    made: u64,
+}
 
 /// A cgroup created for one command.
 pub(super) struct Cgroup {
     dir: PathBuf,
     v2: bool,
-    /// The file a task is moved in with, open for writing.
+    /// The file a task moves itself in with (writing `0`), open for writing.
     join: File,
 }
 
-impl Cgroup {
-    /// Creates the cgroup of this helper's `n`th command, limited to `bytes`, or says why
-    /// none could be created.
-    pub fn create(bytes: u64, n: u64) -> Result<Cgroup, String> {
+impl Cgroups {
+    /// Finds where this helper may make cgroups limited to `bytes`, and makes the first one;
+    /// or says why none can be made.
+    pub fn first(bytes: u64) -> Result<(Cgroups, Cgroup), String> {
         let mounts = std::fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
         let own = std::fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
         let mut tried = Vec::new();
         for (parent, v2) in candidates(&mounts, &own) {
-            match make(&parent, v2, bytes, n) {
-                Ok(cgroup) => return Ok(cgroup),
+            if v2 && let Err(why) = enable_memory(&parent) {
+                tried.push(why);
+                continue;
+            }
+            sweep(&parent);
+            let mut cgroups = Cgroups {
+                parent,
+                v2,
+                bytes,
+                made: 0,
+            };
+            match cgroups.make() {
+                Ok(first) => return Ok((cgroups, first)),
                 Err(why) => tried.push(why),
             }
         }
@@ -44,16 +65,64 @@ impl Cgroup {
         Err(tried.join("; "))
     }
 
-    /// Moves the process `pid`, which must be single-threaded, into the cgroup.
-    pub fn admit(&self, pid: libc::pid_t) -> Result<(), String> {
-        (&self.join)
-            .write_all(pid.to_string().as_bytes())
-            .map_err(|e| {
-                format!(
-                    "cannot move into the memory cgroup {}: {e}",
-                    self.dir.display()
+    /// Creates `<parent>/cordon-bash-<helper pid>-<n>` for the next command, limited to the
+    /// bytes, swap included.
+    pub fn make(&mut self) -> Result<Cgroup, String> {
+        self.made += 1;
+        let parent = &self.parent;
+        let what = |e: std::io::Error, doing: &str| format!("{doing} {}: {e}", parent.display());
+        // SAFETY: no arguments.
+        let name = format!("cordon-bash-{}-{}", unsafe { libc::getpid() }, self.made);
+        let dir = parent.join(name);
+        // A leftover of an earlier helper with this helper's pid is empty: remove it first.
+        let _ = std::fs::remove_dir(&dir);
+        std::fs::create_dir(&dir).map_err(|e| what(e, "cannot create a cgroup in"))?;
+        let v2 = self.v2;
+        let setup = || -> Result<Cgroup, String> {
+            let (limit, swap, join) = if v2 {
+                ("memory.max", "memory.swap.max", "cgroup.procs")
+            } else {
+                (
+                    "memory.limit_in_bytes",
+                    "memory.memsw.limit_in_bytes",
+                    "tasks",
                 )
+            };
+            std::fs::write(dir.join(limit), self.bytes.to_string())
+                .map_err(|e| what(e, "cannot set the memory limit below"))?;
+            // Without swap accounting the file is absent, and there is no swap to escape to.
+            let swap = dir.join(swap);
+            if swap.exists() {
+                let value = if v2 {
+                    "0".to_string()
+                } else {
+                    self.bytes.to_string()
+                };
+                std::fs::write(&swap, value)
+                    .map_err(|e| what(e, "cannot bound the swap use below"))?;
+            }
+            let join = OpenOptions::new()
+                .write(true)
+                .open(dir.join(join))
+                .map_err(|e| what(e, "cannot open the cgroup's task list below"))?;
+            Ok(Cgroup {
+                dir: dir.clone(),
+                v2,
+                join,
             })
+        };
+        setup().inspect_err(|_| {
+            let _ = std::fs::remove_dir(&dir);
+        })
+    }
+}
+
+impl Cgroup {
+    /// The file a process moves itself into the cgroup with, by writing `0` (it must be
+    /// single-threaded: in v1 this moves one thread, without the global lock that moving
+    /// another process, or a thread group, takes).
+    pub fn join(&self) -> BorrowedFd<'_> {
+        self.join.as_fd()
     }
 
     /// The cgroup version of its hierarchy: 1 or 2.
@@ -182,10 +251,23 @@ fn sweep(parent: &Path) {
         else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        if !alive(pid) {
             let _ = std::fs::remove_dir(entry.path());
         }
     }
+}
+
+/// Whether process `pid` runs: it exists and has not exited (a killed helper stays a zombie
+/// until whoever inherited it reaps it).
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name, which may hold spaces and parentheses.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
 }
 
 fn has_memory(dir: &Path) -> bool {
@@ -193,61 +275,17 @@ fn has_memory(dir: &Path) -> bool {
         .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
 }
 
-/// Creates `<parent>/cordon-bash-<pid>-<n>` limited to `bytes`, swap included.
-fn make(parent: &Path, v2: bool, bytes: u64, n: u64) -> Result<Cgroup, String> {
+/// Turns the memory controller on for the cgroups below `parent` (cgroup v2).
+fn enable_memory(parent: &Path) -> Result<(), String> {
     let what = |e: std::io::Error, doing: &str| format!("{doing} {}: {e}", parent.display());
-    if v2 {
-        let control = parent.join("cgroup.subtree_control");
-        let enabled = std::fs::read_to_string(&control)
-            .map_err(|e| what(e, "cannot read cgroup.subtree_control in"))?;
-        if !enabled.split_whitespace().any(|c| c == "memory") {
-            std::fs::write(&control, "+memory")
-                .map_err(|e| what(e, "cannot enable the memory controller below"))?;
-        }
+    let control = parent.join("cgroup.subtree_control");
+    let enabled = std::fs::read_to_string(&control)
+        .map_err(|e| what(e, "cannot read cgroup.subtree_control in"))?;
+    if !enabled.split_whitespace().any(|c| c == "memory") {
+        std::fs::write(&control, "+memory")
+            .map_err(|e| what(e, "cannot enable the memory controller below"))?;
     }
-    if n == 1 {
-        sweep(parent);
-    }
-    // SAFETY: no arguments.
-    let dir = parent.join(format!("cordon-bash-{}-{n}", unsafe { libc::getpid() }));
-    // A leftover of an earlier helper with this helper's pid is empty: remove it first.
-    let _ = std::fs::remove_dir(&dir);
-    std::fs::create_dir(&dir).map_err(|e| what(e, "cannot create a cgroup in"))?;
-    let setup = || -> Result<Cgroup, String> {
-        let (limit, swap, join) = if v2 {
-            ("memory.max", "memory.swap.max", "cgroup.procs")
-        } else {
-            (
-                "memory.limit_in_bytes",
-                "memory.memsw.limit_in_bytes",
-                "tasks",
-            )
-        };
-        std::fs::write(dir.join(limit), bytes.to_string())
-            .map_err(|e| what(e, "cannot set the memory limit below"))?;
-        // Without swap accounting the file is absent, and there is no swap to escape to.
-        let swap = dir.join(swap);
-        if swap.exists() {
-            let value = if v2 {
-                "0".to_string()
-            } else {
-                bytes.to_string()
-            };
-            std::fs::write(&swap, value).map_err(|e| what(e, "cannot bound the swap use below"))?;
-        }
-        let join = OpenOptions::new()
-            .write(true)
-            .open(dir.join(join))
-            .map_err(|e| what(e, "cannot open the cgroup's task list below"))?;
-        Ok(Cgroup {
-            dir: dir.clone(),
-            v2,
-            join,
-        })
-    };
-    setup().inspect_err(|_| {
-        let _ = std::fs::remove_dir(&dir);
-    })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -22,14 +22,14 @@
 //! kills the zygote, and with it every command; a helper killed outright takes the zygote
 //! with it (the zygote's parent-death signal).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::cgroup::Cgroup;
+use super::cgroup::{Cgroup, Cgroups};
 use super::confine::{self, refusal};
 use super::ns;
 use super::process;
@@ -101,19 +101,18 @@ struct Server {
     granted: Vec<PathBuf>,
     memory: Memories,
     calls: HashMap<u64, Call>,
-    /// Commands waiting for the zygote to be in a fresh memory cgroup.
-    waiting: VecDeque<(u64, String, Vec<OwnedFd>, bool)>,
 }
 
-/// The memory cgroups of commands, one ready ahead.
+/// The memory cgroups of commands: each is made before its command is asked for, and the
+/// zygote moves into it right after starting the command before, so that the command's init
+/// is born in it.
 struct Memories {
     bytes: Option<u64>,
-    /// The cgroup the zygote is in, which its next command is born in; none while the zygote
-    /// is still in the cgroup of the command it started last.
-    ready: Option<Cgroup>,
-    /// Why commands cannot have memory cgroups, if they cannot.
+    cgroups: Option<Cgroups>,
+    /// The cgroup the zygote is in once it has read what was sent to it: its next command's.
+    current: Option<Cgroup>,
+    /// Why commands cannot have memory cgroups of their own, if they cannot.
     missing: Option<String>,
-    made: u64,
 }
 
 /// A command the zygote runs.
@@ -192,13 +191,7 @@ impl Server {
             Ok(Some((FromZygote::Refused { why }, _))) => return Err(kill(why)),
             _ => return Err(kill("the sandbox's zygote ended while setting up".into())),
         }
-        let mut memory = Memories {
-            bytes: setup.memory_limit,
-            ready: None,
-            missing: None,
-            made: 0,
-        };
-        memory.prepare(pid);
+        let memory = Memories::start(setup.memory_limit, &ours);
         Ok(Server {
             setup,
             zygote: pid,
@@ -207,7 +200,6 @@ impl Server {
             granted,
             memory,
             calls: HashMap::new(),
-            waiting: VecDeque::new(),
         })
     }
 
@@ -247,26 +239,15 @@ impl Server {
             if fds[0].revents != 0 {
                 match wire::recv::<ToHelper>(host.as_fd()) {
                     Ok(Some((ToHelper::Run { id, command, ask }, fds))) => {
-                        self.waiting.push_back((id, command, fds, ask));
+                        self.fork(id, command, fds, ask);
                     }
                     Ok(Some((ToHelper::Stop { id }, _))) => self.kill(id),
                     // The host is gone: so is everything it started.
                     Ok(None) | Err(_) => break,
                 }
             }
-            self.fork_waiting();
         }
         self.end("the host went away");
-    }
-
-    /// Asks the zygote for the waiting commands, as long as it is in a fresh cgroup.
-    fn fork_waiting(&mut self) {
-        while self.memory.can_fork() {
-            let Some((id, command, fds, ask)) = self.waiting.pop_front() else {
-                return;
-            };
-            self.fork(id, command, fds, ask);
-        }
     }
 
     /// Asks the zygote to start the command of call `id`; `fds` are what the host attached.
@@ -295,15 +276,12 @@ impl Server {
             }
             _ => (None, None),
         };
-        let memory = match (&self.memory.missing, self.memory.bytes) {
-            (Some(why), Some(bytes)) => Memory::PerProcess(bytes, why.clone()),
-            (_, None) => Memory::Unlimited,
-            (None, Some(bytes)) => Memory::Cgroup(bytes, self.memory.version()),
-        };
+        let memory = self.memory.of_next();
         let address_space = match &memory {
             Memory::PerProcess(bytes, _) => Some(*bytes),
             _ => None,
         };
+        let then = self.memory.make();
         let fork = ToZygote::Fork {
             id,
             command,
@@ -311,21 +289,28 @@ impl Server {
             hidden,
             address_space,
             proxy: handover.is_some(),
+            then_enter: then.is_some(),
         };
         let mut attached = vec![out.as_fd()];
         attached.extend(handover.as_ref().map(|h| h.as_fd()));
+        attached.extend(then.as_ref().map(Cgroup::join));
         if let Err(e) = wire::send(self.socket.as_fd(), &fork, &attached) {
             if let Some(proxy) = &proxy {
                 proxy.close();
             }
+            if let Some(then) = then {
+                then.remove();
+            }
             return refuse(format!("cannot reach the sandbox's zygote: {e}"));
         }
+        // Without a next one, the zygote stays in its cgroup: not this command's to remove.
+        let cgroup = then.and_then(|then| self.memory.current.replace(then));
         self.calls.insert(
             id,
             Call {
                 report,
                 shield,
-                cgroup: self.memory.ready.take(),
+                cgroup,
                 proxy,
                 memory,
                 killed: false,
@@ -336,8 +321,16 @@ impl Server {
     /// Handles what the zygote says; false when it is gone.
     fn hear_zygote(&mut self) -> bool {
         match wire::recv::<FromZygote>(self.socket.as_fd()) {
-            Ok(Some((FromZygote::Started { .. }, _))) => {
-                self.memory.prepare(self.zygote);
+            Ok(Some((FromZygote::Started { id, failed }, _))) => {
+                if let Some(why) = failed {
+                    // The zygote is still in the command's cgroup, which is then not removed
+                    // with it; the one it could not move into goes.
+                    let held = self.calls.get_mut(&id).and_then(|c| c.cgroup.take());
+                    if let Some(unused) = std::mem::replace(&mut self.memory.current, held) {
+                        unused.remove();
+                    }
+                    self.memory.missing = Some(why);
+                }
                 true
             }
             Ok(Some((FromZygote::Exited { id, status }, _))) => {
@@ -419,38 +412,70 @@ impl Server {
             }
             write_report(&call.report, &Report::refused(why.to_string()));
         }
-        if let Some(cgroup) = self.memory.ready.take() {
+        if let Some(cgroup) = self.memory.current.take() {
             cgroup.remove();
         }
     }
 }
 
 impl Memories {
-    /// Moves the zygote (`pid`) into a fresh cgroup, for its next command; when none can be
-    /// made, commands from now on are bounded per process.
-    fn prepare(&mut self, pid: libc::pid_t) {
-        let (Some(bytes), None) = (self.bytes, &self.missing) else {
-            return;
+    /// Makes the first cgroup of commands limited to `bytes` and moves the zygote (on
+    /// `zygote`) into it; where none can be made, commands are bounded per process.
+    fn start(bytes: Option<u64>, zygote: &OwnedFd) -> Memories {
+        let mut memory = Memories {
+            bytes,
+            cgroups: None,
+            current: None,
+            missing: None,
         };
-        self.made += 1;
-        let made = Cgroup::create(bytes, self.made).and_then(|cgroup| {
-            cgroup.admit(pid)?;
-            Ok(cgroup)
+        let Some(bytes) = bytes else {
+            return memory;
+        };
+        let first = Cgroups::first(bytes).and_then(|(cgroups, first)| {
+            wire::send(zygote.as_fd(), &ToZygote::Enter, &[first.join()])
+                .map_err(|e| format!("cannot reach the sandbox's zygote: {e}"))?;
+            match wire::recv::<FromZygote>(zygote.as_fd()) {
+                Ok(Some((FromZygote::Entered { failed: None }, _))) => Ok((cgroups, first)),
+                Ok(Some((FromZygote::Entered { failed: Some(why) }, _))) => {
+                    first.remove();
+                    Err(why)
+                }
+                _ => Err("the sandbox's zygote did not answer".into()),
+            }
         });
-        match made {
-            Ok(cgroup) => self.ready = Some(cgroup),
-            Err(why) => self.missing = Some(why),
+        match first {
+            Ok((cgroups, first)) => {
+                memory.cgroups = Some(cgroups);
+                memory.current = Some(first);
+            }
+            Err(why) => memory.missing = Some(why),
+        }
+        memory
+    }
+
+    /// How the next command's memory is bounded: by the cgroup the zygote is in, else per
+    /// process.
+    fn of_next(&self) -> Memory {
+        match (self.bytes, &self.current, &self.missing) {
+            (None, ..) => Memory::Unlimited,
+            (Some(bytes), Some(cgroup), None) => Memory::Cgroup(bytes, cgroup.version()),
+            (Some(bytes), _, why) => Memory::PerProcess(bytes, why.clone().unwrap_or_default()),
         }
     }
 
-    /// Whether the zygote may start a command now: it is in a fresh cgroup, or commands have
-    /// none.
-    fn can_fork(&self) -> bool {
-        self.ready.is_some() || self.missing.is_some() || self.bytes.is_none()
-    }
-
-    fn version(&self) -> u8 {
-        self.ready.as_ref().map_or(1, Cgroup::version)
+    /// The cgroup for the command after the next, for the zygote to move into once it has
+    /// started the next; none where commands have none (from now on, when it cannot be made).
+    fn make(&mut self) -> Option<Cgroup> {
+        if self.missing.is_some() {
+            return None;
+        }
+        match self.cgroups.as_mut()?.make() {
+            Ok(cgroup) => Some(cgroup),
+            Err(why) => {
+                self.missing = Some(why);
+                None
+            }
+        }
     }
 }
 

@@ -71,8 +71,12 @@ pub(super) enum ToHelper {
 /// What the helper sends the zygote.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum ToZygote {
-    /// Start call `id`. Attached: the output pipe's write end and, when `proxy`, the end of the
-    /// socket pair over which the call's init hands the proxy's listening socket back.
+    /// Move into a memory cgroup. Attached: its file to write `0` to.
+    Enter,
+    /// Start call `id`. Attached: the output pipe's write end; when `proxy`, the end of the
+    /// socket pair over which the call's init hands the proxy's listening socket back; when
+    /// `then_enter`, the file of the memory cgroup to move into once the call's init is
+    /// started (it is born in the cgroup the zygote was in).
     Fork {
         id: u64,
         command: String,
@@ -83,6 +87,7 @@ pub(super) enum ToZygote {
         /// The address-space limit of each process, where no memory cgroup bounds the call.
         address_space: Option<u64>,
         proxy: bool,
+        then_enter: bool,
     },
     /// Kill call `id` now.
     Kill { id: u64 },
@@ -95,8 +100,11 @@ pub(super) enum FromZygote {
     Ready,
     /// The sandbox cannot be set up, for this reason.
     Refused { why: String },
-    /// Call `id` has its init (in the memory cgroup the zygote was in).
-    Started { id: u64 },
+    /// The zygote moved into the memory cgroup it was given, or could not, for this reason.
+    Entered { failed: Option<String> },
+    /// Call `id` has its init (in the memory cgroup the zygote was in); the zygote then moved
+    /// into the next one, when given one, or could not, for this reason.
+    Started { id: u64, failed: Option<String> },
     /// Call `id` ended so.
     Exited { id: u64, status: Status },
 }

@@ -168,14 +168,25 @@ fn serve(zygote: &Zygote, ready: &Ready, socket: &OwnedFd) {
                     signal(call.pid);
                 }
             }
-            Ok(Some((fork @ ToZygote::Fork { .. }, fds))) => {
-                let ToZygote::Fork { id, .. } = fork else {
+            Ok(Some((ToZygote::Enter, fds))) => {
+                let entered = FromZygote::Entered {
+                    failed: enter(fds.first()),
+                };
+                if wire::send(socket.as_fd(), &entered, &[]).is_err() {
+                    return;
+                }
+            }
+            Ok(Some((fork @ ToZygote::Fork { .. }, mut fds))) => {
+                let ToZygote::Fork { id, then_enter, .. } = fork else {
                     unreachable!()
                 };
+                let then = then_enter.then(|| fds.pop()).flatten();
                 let outcome = match start(zygote, ready, ids, fork, fds, &mut running) {
                     Ok(call) => {
                         running.insert(id, call);
-                        FromZygote::Started { id }
+                        // The next command is born in the next cgroup.
+                        let failed = then.and_then(|then| enter(Some(&then)));
+                        FromZygote::Started { id, failed }
                     }
                     Err(why) => FromZygote::Exited {
                         id,
@@ -273,6 +284,17 @@ fn start(
         deadline: started + Duration::from_millis(zygote.setup.timeout_ms),
         timed_out: false,
     })
+}
+
+/// Moves the zygote into the memory cgroup whose task file is `join`: why it could not.
+fn enter(join: Option<&OwnedFd>) -> Option<String> {
+    let Some(join) = join else {
+        return Some("no memory cgroup came to move into".into());
+    };
+    match rustix::io::write(join, b"0") {
+        Ok(_) => None,
+        Err(e) => Some(format!("cannot move into a memory cgroup: {e}")),
+    }
 }
 
 /// Kills a command's init, and with it its PID namespace.

@@ -177,9 +177,11 @@ fn helper_of(parent: u32) -> u32 {
     }
 }
 
-/// The memory cgroup directories a helper `pid` of this test process would create.
+/// The memory cgroup directories that a helper `pid` of this test process created and that
+/// are still there (one per command, `cordon-bash-<pid>-<n>`).
 fn cgroups_of(helper: u32) -> Vec<PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let prefix = format!("cordon-bash-{helper}-");
     own.lines()
         .filter_map(|l| {
             let mut parts = l.splitn(3, ':');
@@ -191,12 +193,11 @@ fn cgroups_of(helper: u32) -> Vec<PathBuf> {
             } else {
                 return None;
             };
-            Some(
-                Path::new(base)
-                    .join(path.trim_start_matches('/'))
-                    .join(format!("cordon-bash-{helper}")),
-            )
+            Some(Path::new(base).join(path.trim_start_matches('/')))
         })
+        .flat_map(|parent| std::fs::read_dir(parent).into_iter().flatten().flatten())
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|entry| entry.path())
         .collect()
 }
 
@@ -237,11 +238,44 @@ fn sigkill_of_cordon_leaves_no_process_cgroup_or_mount() {
     );
     // ...and gone with the helper.
     assert!(!c.path(".envrc").exists(), "a stand-in was left behind");
-    for dir in cgroups_of(helper) {
-        assert!(!dir.exists(), "{} was left behind", dir.display());
-    }
+    let left = cgroups_of(helper);
+    assert!(left.is_empty(), "cgroups were left behind: {left:?}");
     let mounts_after = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert_eq!(mounts_before, mounts_after);
+}
+
+#[test]
+fn sigkill_of_the_sandbox_helper_leaves_no_process() {
+    let c = Cordon::new();
+    let mark = marker("helperless");
+    let input = json!({
+        "command": format!("setsid bash -c 'sleep 100; : {mark}' & sleep 100; : {mark}")
+    });
+    let cordon = c
+        .command()
+        .args(["call", "bash", &input.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let helper = helper_of(cordon.id());
+    let until = Instant::now() + Duration::from_secs(20);
+    while processes_with(&mark).len() < 2 {
+        assert!(Instant::now() < until, "the command did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signalling the helper this test found.
+    unsafe { libc::kill(helper as i32, libc::SIGKILL) };
+    let left = wait_until_gone(&mark, Duration::from_secs(5));
+    assert!(left.is_empty(), "processes survived their helper: {left:?}");
+    // cordon hears of it at once, and says the command could not finish.
+    let out = cordon.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("without a report"), "{stdout}");
+    // The next helper sweeps the cgroup the killed one left.
+    assert_eq!(bash(&c, "echo on").stdout, "on\n");
+    let left = cgroups_of(helper);
+    assert!(left.is_empty(), "cgroups were left behind: {left:?}");
 }
 
 #[test]
