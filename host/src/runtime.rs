@@ -168,7 +168,12 @@ impl Runtime {
             }
         }
         // The sandbox sets up while the plugins load.
-        for shell in specs.iter().filter_map(|s| s.grants.shell.as_ref()) {
+        for shell in specs.iter_mut().filter_map(|s| s.grants.shell.as_mut()) {
+            if tool.is_some()
+                && let Some(shell) = Arc::get_mut(shell)
+            {
+                shell.expect_one_command();
+            }
             shell.warm();
         }
         let cache = cache(&options);

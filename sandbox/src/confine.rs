@@ -616,16 +616,10 @@ fn drop_capabilities() -> Result<(), String> {
     if before[0].effective & (1 << CAP_SETPCAP) != 0 {
         prctl(libc::PR_SET_SECUREBITS, SECUREBITS)
             .map_err(|e| format!("cannot lock the securebits: {e}"))?;
+        // Past the last capability this kernel knows, dropping fails: that is the end.
         for cap in 0..64 {
-            match prctl(libc::PR_CAPBSET_READ, cap) {
-                Ok(1) => {
-                    prctl(libc::PR_CAPBSET_DROP, cap).map_err(|e| {
-                        format!("cannot drop capability {cap} from the bounding set: {e}")
-                    })?;
-                }
-                Ok(_) => {}
-                // Past the last capability this kernel knows.
-                Err(_) => break,
+            if prctl(libc::PR_CAPBSET_DROP, cap).is_err() {
+                break;
             }
         }
     }
@@ -659,10 +653,7 @@ fn drop_capabilities() -> Result<(), String> {
     if prctl(libc::PR_GET_NO_NEW_PRIVS, 0).ok() != Some(1) {
         return Err("no_new_privs is not set".into());
     }
-    let bounding_left = (0..64)
-        .map_while(|cap| prctl(libc::PR_CAPBSET_READ, cap).ok())
-        .any(|set| set == 1);
-    if bounding_left {
+    if bounding_set().map_err(|e| format!("cannot read the bounding set: {e}"))? != 0 {
         return Err(
             "the capability bounding set cannot be emptied (CAP_SETPCAP is missing)".into(),
         );
@@ -672,6 +663,16 @@ fn drop_capabilities() -> Result<(), String> {
         return Err("the securebits cannot be locked (CAP_SETPCAP is missing)".into());
     }
     Ok(())
+}
+
+/// The capability bounding set of this process, as `/proc/self/status` gives it.
+fn bounding_set() -> io::Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapBnd:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .ok_or_else(|| io::Error::other("no CapBnd line"))
 }
 
 #[cfg(target_env = "gnu")]

@@ -400,7 +400,9 @@ pub struct Hooks {
 /// Blocking: call it from a thread that may block (e.g. `spawn_blocking`). The program named
 /// by [`Policy::helper`] (by default the calling one) must call [`run_helper_if_asked`].
 pub fn run(policy: &Policy, command: &str) -> Completion {
-    Shell::new(policy.clone()).run(command, &Hooks::default())
+    let mut shell = Shell::new(policy.clone());
+    shell.expect_one_command();
+    shell.run(command, &Hooks::default())
 }
 
 /// Runs this process as the sandbox helper, and never returns, when it was started as one (its

@@ -15,6 +15,7 @@ pub(super) const SANDBOX_ID: u32 = 65534;
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const AT_RECURSIVE: libc::c_uint = 0x8000;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x40;
 const MOUNT_ATTR_RDONLY: u64 = 0x1;
 const MOUNT_ATTR_NOSUID: u64 = 0x2;
 const MOUNT_ATTR_NODEV: u64 = 0x4;
@@ -177,6 +178,35 @@ pub(super) fn attach(tree: &OwnedFd, target: &Path, access: Access) -> io::Resul
         )
     })?;
     restrict(&target, access.attrs(), AT_RECURSIVE)
+}
+
+/// Attaches the detached `tree`, restricted to `access`, onto what the `O_PATH` descriptor
+/// `at` refers to: the very file or directory opened, whatever its name leads to since.
+pub(super) fn attach_onto(tree: &OwnedFd, at: &OwnedFd, access: Access) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: access.attrs(),
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    set_attr(
+        tree.as_raw_fd(),
+        c"",
+        libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+        &attr,
+    )?;
+    // SAFETY: valid descriptors and C strings; the result is checked.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            at.as_raw_fd(),
+            c"".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(drop)
 }
 
 /// Adds mount attributes to the mount at `path` (only adds: a locked attribute cannot be

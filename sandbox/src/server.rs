@@ -9,7 +9,8 @@
 //! namespaces of its own.
 //!
 //! Each command then costs what must be fresh for it, and no more. The helper raises the
-//! command's protected paths ([`Shield`]), starts its proxy when it has an allowlist, and
+//! shield over the workspace's protected paths ([`Shield`], kept raised while commands follow
+//! one another within [`LINGER`]), starts the command's proxy when it has an allowlist, and
 //! asks the zygote for it. Its memory cgroup is ready before it is asked for: the helper
 //! moves the zygote into a fresh cgroup while the command before runs, so the command's init
 //! is born in its own (a task moved into a v1 cgroup waits for an RCU grace period, which
@@ -28,6 +29,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::cgroup::{Cgroup, Cgroups};
 use super::confine::{self, refusal};
@@ -101,7 +103,15 @@ struct Server {
     granted: Vec<PathBuf>,
     memory: Memories,
     calls: HashMap<u64, Call>,
+    /// The workspace's protected paths, held while commands may see them.
+    shield: Shield,
+    /// Since when no command has run, while the shield is still raised.
+    idle: Option<Instant>,
 }
+
+/// How long the shield stays raised after the last command, for a command that follows: its
+/// stand-ins are then in place, not made again.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// The memory cgroups of commands: each is made before its command is asked for, and the
 /// zygote moves into it right after starting the command before, so that the command's init
@@ -118,7 +128,8 @@ struct Memories {
 /// A command the zygote runs.
 struct Call {
     report: Arc<Mutex<File>>,
-    shield: Shield,
+    /// The protected paths it saw read-only.
+    protected: Vec<String>,
     cgroup: Option<Cgroup>,
     proxy: Option<Arc<Proxy>>,
     memory: Memory,
@@ -143,6 +154,7 @@ impl Server {
             None
         };
         let granted = granted(&setup)?;
+        let shield = Shield::new(&setup)?;
         let (ours, theirs) =
             process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
         let (go_read, go_write) =
@@ -200,6 +212,8 @@ impl Server {
             granted,
             memory,
             calls: HashMap::new(),
+            shield,
+            idle: None,
         })
     }
 
@@ -220,8 +234,15 @@ impl Server {
                 };
                 fds.push(pollfd(report, 0));
             }
+            let wait = self.idle.map_or(-1, |since| {
+                let left = LINGER.saturating_sub(since.elapsed());
+                left.as_millis().clamp(1, i32::MAX as u128) as i32
+            });
             // SAFETY: a valid array of pollfd.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+            if self.idle.is_some_and(|since| since.elapsed() >= LINGER) {
+                self.lower();
+            }
             if ready < 0 {
                 if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -261,9 +282,13 @@ impl Server {
         let refuse = |why: String| {
             write_report(&report, &Report::refused(why));
         };
-        let shield = match Shield::raise(&self.setup) {
-            Ok(shield) => shield,
-            Err(why) => return refuse(why),
+        self.idle = None;
+        let protected = match self.shield.raise() {
+            Ok(protected) => protected,
+            Err(why) => {
+                self.settle();
+                return refuse(why);
+            }
         };
         let hidden = self.hidden();
         let (proxy, handover) = match &self.setup.network {
@@ -285,7 +310,7 @@ impl Server {
         let fork = ToZygote::Fork {
             id,
             command,
-            protected: shield.shown.clone(),
+            protected: protected.clone(),
             hidden,
             address_space,
             proxy: handover.is_some(),
@@ -301,6 +326,7 @@ impl Server {
             if let Some(then) = then {
                 then.remove();
             }
+            self.settle();
             return refuse(format!("cannot reach the sandbox's zygote: {e}"));
         }
         // Without a next one, the zygote stays in its cgroup: not this command's to remove.
@@ -309,7 +335,7 @@ impl Server {
             id,
             Call {
                 report,
-                shield,
+                protected,
                 cgroup,
                 proxy,
                 memory,
@@ -368,12 +394,28 @@ impl Server {
         let report = Report {
             status,
             layers,
-            protected: call.shield.shown.clone(),
+            protected: call.protected,
             blocked: blocked.unwrap_or_default(),
         };
-        // The stand-ins go before the host hears the command ended.
-        drop(call.shield);
+        self.settle();
         write_report(&call.report, &report);
+    }
+
+    /// Lowers the shield once no command runs (the stand-ins go before the host hears the
+    /// last command ended), or after [`LINGER`] when commands may follow.
+    fn settle(&mut self) {
+        if !self.calls.is_empty() {
+            return;
+        }
+        match self.setup.linger {
+            true => self.idle = Some(Instant::now()),
+            false => self.lower(),
+        }
+    }
+
+    fn lower(&mut self) {
+        self.idle = None;
+        self.shield.lower();
     }
 
     /// Kills the command of call `id`, if it runs.
@@ -403,6 +445,7 @@ impl Server {
     /// Kills the zygote, and with it every command, and reports each one as `why`.
     fn end(&mut self, why: &str) {
         kill(self.zygote);
+        self.lower();
         for (_, call) in self.calls.drain() {
             if let Some(proxy) = &call.proxy {
                 proxy.close();

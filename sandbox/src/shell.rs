@@ -34,6 +34,8 @@ pub struct Shell {
     policy: Policy,
     helper: Mutex<Option<Helper>>,
     calls: AtomicU64,
+    /// Whether commands are expected to follow one another.
+    many: bool,
 }
 
 /// A command sent to the helper: its call id, the host's ends of its pipes, and the asker of
@@ -59,7 +61,15 @@ impl Shell {
             policy,
             helper: Mutex::new(None),
             calls: AtomicU64::new(0),
+            many: true,
         }
+    }
+
+    /// Tells the shell, before its helper starts, that one command is all it will run (a
+    /// one-shot `cordon call`): the stand-ins of the workspace's missing protected paths then
+    /// go before the command's report, not a moment later, since no command follows.
+    pub fn expect_one_command(&mut self) {
+        self.many = false;
     }
 
     /// The policy its commands run under.
@@ -189,7 +199,11 @@ impl Shell {
             socket: ours,
             workspace: runner::workspace(&self.policy).ok().map(|(_, id)| id),
         };
-        wire::send(helper.socket.as_fd(), &setup(&self.policy), &[])
+        let setup = Setup {
+            linger: self.many,
+            ..setup(&self.policy)
+        };
+        wire::send(helper.socket.as_fd(), &setup, &[])
             .map_err(|e| format!("cannot pass the sandbox's set-up on: {e}"))?;
         Ok(helper)
     }
@@ -233,5 +247,6 @@ pub(super) fn setup(policy: &Policy) -> Setup {
         env: policy.env.clone(),
         path: bytes(&policy.path),
         hidden: bytes(&policy.hidden),
+        linger: false,
     }
 }

@@ -1,14 +1,22 @@
-//! The protected paths of one call ([`super::protect`]), ready for the view: each one that
-//! exists, and an empty directory standing in for each one that does not, checked beneath
-//! the workspace without following a symbolic link. The command's init mounts them read-only
-//! (opening each the same way, [`super::view::fresh`]).
+//! The protected paths of a shell's commands ([`super::protect`]), ready for the view: each
+//! one that exists, and an empty directory standing in for each one that does not, checked
+//! beneath the workspace without following a symbolic link. Each command's init mounts them
+//! read-only (opening each the same way, [`super::view::fresh`]).
 //!
-//! Calls run at once in one workspace (an MCP client's parallel calls, two sessions), and a
-//! stand-in made by one may be mounted by another. So every protected directory is held with
-//! a shared `flock` for the call, and a stand-in is marked by its mode ([`STAND_IN_MODE`],
-//! which no tool gives a directory): the call that ends last, whichever made it, takes the
-//! lock exclusively and removes it (only while still empty, so nothing else is ever removed).
+//! The helper raises the shield before each command ([`Shield::raise`]): the workspace is
+//! scanned again (a command may have made a git directory), and what is still protected and
+//! still in place stays held, so commands that follow one another do not make and remove the
+//! same stand-ins each time. The helper lowers the shield once no command has run for a
+//! moment, and when it ends ([`Shield::lower`]).
+//!
+//! Commands of several shells run at once in one workspace (an MCP client's parallel calls, two
+//! sessions), and a stand-in made by one may be mounted by another. So every protected
+//! directory is held with a shared `flock` while commands may see it, and a stand-in is marked
+//! by its mode ([`STAND_IN_MODE`], which no tool gives a directory): the shell that lets go of
+//! it last, whichever made it, takes the lock exclusively and removes it (only while still
+//! empty and still there, so nothing else is ever removed).
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -26,14 +34,12 @@ const STAND_IN_MODE: u32 = 0o1555;
 /// between finding and locking it.
 const ATTEMPTS: usize = 8;
 
-/// The protected paths of a call, each present (a stand-in for a missing one).
+/// The protected paths of a shell's workspace, each present (a stand-in for a missing one).
 pub(super) struct Shield {
+    guard: Guard,
     workspace: OwnedFd,
-    /// Each protected path, relative to the workspace: how the user names it.
-    pub shown: Vec<String>,
-    /// The protected directories, held for the call; the stand-ins among them removed on
-    /// drop by the last call to hold them.
-    held: Vec<Held>,
+    /// The protected directories held, by the path the user names them with.
+    held: HashMap<String, Held>,
 }
 
 /// A protected directory, held with a shared lock.
@@ -45,63 +51,93 @@ struct Held {
 }
 
 impl Shield {
-    /// Scans the workspace of `request` for its protected paths and opens them, making a
-    /// stand-in for each that is missing. A symbolic link where a protected path should be
-    /// refuses the call: it could lead anywhere, and a mount cannot cover a link.
-    pub fn raise(request: &Setup) -> Result<Shield, String> {
-        let root = wire::to_path(&request.workspace);
-        let unprotect: Vec<PathBuf> = request.unprotect.iter().map(|p| wire::to_path(p)).collect();
-        let guard = Guard::new(&root, &unprotect);
+    /// The shield of the workspace of `setup`, holding nothing yet.
+    pub fn new(setup: &Setup) -> Result<Shield, String> {
+        let root = wire::to_path(&setup.workspace);
+        let unprotect: Vec<PathBuf> = setup.unprotect.iter().map(|p| wire::to_path(p)).collect();
         let workspace = std::fs::File::open(&root)
             .map(OwnedFd::from)
             .map_err(|e| format!("cannot open the workspace {}: {e}", root.display()))?;
-        let mut shield = Shield {
+        Ok(Shield {
+            guard: Guard::new(&root, &unprotect),
             workspace,
-            shown: Vec::new(),
-            held: Vec::new(),
-        };
-        for protected in guard.scan() {
-            shield.add(&guard, protected)?;
-        }
-        Ok(shield)
+            held: HashMap::new(),
+        })
     }
 
-    fn add(&mut self, guard: &Guard, protected: Protected) -> Result<(), String> {
-        let shown = guard.shown(&protected.path);
-        let rel = Path::new(&shown);
-        let fail = |e: io::Error| format!("cannot protect {shown} ({}): {e}", protected.rule.why());
+    /// Scans the workspace for its protected paths and holds them, making a stand-in for
+    /// each that is missing, for a command about to start: the protected paths, relative to
+    /// the workspace. A symbolic link where a protected path should be refuses the command: it
+    /// could lead anywhere, and a mount cannot cover a link.
+    pub fn raise(&mut self) -> Result<Vec<String>, String> {
+        let mut shown = Vec::new();
+        let mut kept = HashMap::new();
+        for protected in self.guard.scan() {
+            let rel = self.guard.shown(&protected.path);
+            match self.held.remove(&rel) {
+                Some(held) if held.in_place() => {
+                    kept.insert(rel.clone(), held);
+                }
+                // Moved or removed since (by the user): held again as it is now.
+                _ => {
+                    if let Some(held) = self.add(&protected, &rel)? {
+                        kept.insert(rel.clone(), held);
+                    }
+                }
+            }
+            shown.push(rel);
+        }
+        // What is no longer protected is let go of.
+        self.held = kept;
+        Ok(shown)
+    }
+
+    /// Lets go of every protected path: the stand-ins no one else holds are removed.
+    pub fn lower(&mut self) {
+        self.held.clear();
+    }
+
+    /// Holds the protected path `rel`, making a stand-in when it is missing: the directory
+    /// held, none for a file (or what cordon's user cannot create either).
+    fn add(&self, protected: &Protected, rel: &str) -> Result<Option<Held>, String> {
+        let guard = &self.guard;
+        let rel_path = Path::new(rel);
+        let fail = |e: io::Error| format!("cannot protect {rel} ({}): {e}", protected.rule.why());
         // The scan found the parent (the workspace, or a git directory): it exists.
-        let parent = match rel.parent() {
+        let parent = match rel_path.parent() {
             Some(p) if !p.as_os_str().is_empty() => ns::open_beneath(&self.workspace, p),
             _ => self.workspace.try_clone(),
         }
         .map_err(fail)?;
-        let name = ns::cpath(Path::new(rel.file_name().unwrap_or_default())).map_err(fail)?;
+        let name = ns::cpath(Path::new(rel_path.file_name().unwrap_or_default())).map_err(fail)?;
         for _ in 0..ATTEMPTS {
-            match ns::open_beneath(&self.workspace, rel) {
+            match ns::open_beneath(&self.workspace, rel_path) {
                 // A link itself is what is opened: it must not be one.
                 Ok(at) => {
                     let meta = std::fs::File::from(at.try_clone().map_err(fail)?)
                         .metadata()
                         .map_err(fail)?;
                     if meta.is_symlink() {
-                        return Err(symlink(guard, &protected));
+                        return Err(symlink(guard, protected));
                     }
-                    if meta.is_dir() {
-                        match hold(&parent, &name, &at).map_err(fail)? {
-                            Some(dir) => self.held.push(Held {
-                                parent: parent.try_clone().map_err(fail)?,
-                                name: name.clone(),
+                    if !meta.is_dir() {
+                        return Ok(None);
+                    }
+                    match hold(&parent, &name, &at).map_err(fail)? {
+                        Some(dir) => {
+                            return Ok(Some(Held {
+                                parent,
+                                name,
                                 dir,
                                 stand_in: meta.mode() & 0o7777 == STAND_IN_MODE,
-                            }),
-                            // Removed by the call that held it last: made again.
-                            None => continue,
+                            }));
                         }
+                        // Removed by the call that held it last: made again.
+                        None => continue,
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                    return Err(symlink(guard, &protected));
+                    return Err(symlink(guard, protected));
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     // SAFETY: a valid descriptor and C string; the result is checked.
@@ -111,23 +147,28 @@ impl Shield {
                             // Made by another call meanwhile: held as found.
                             Some(libc::EEXIST) => continue,
                             // What cordon's user cannot create, the command cannot either.
-                            Some(libc::EACCES | libc::EROFS) => Ok(()),
+                            Some(libc::EACCES | libc::EROFS) => Ok(None),
                             _ => Err(fail(e)),
                         };
                     }
-                    let at = ns::open_beneath(&self.workspace, rel).map_err(fail)?;
+                    let at = ns::open_beneath(&self.workspace, rel_path).map_err(fail)?;
                     mark(&at).map_err(fail)?;
                     // Not found on the first try is the same as removed: try again.
                     continue;
                 }
                 Err(e) => return Err(fail(e)),
             }
-            self.shown.push(shown);
-            return Ok(());
         }
         Err(fail(io::Error::other(
             "other calls kept removing and making it; try again",
         )))
+    }
+}
+
+impl Held {
+    /// Whether the directory held is still the one at its name.
+    fn in_place(&self) -> bool {
+        identity(&self.dir).is_some() && identity(&self.dir) == here(&self.parent, &self.name)
     }
 }
 
@@ -139,9 +180,23 @@ fn hold(parent: &OwnedFd, name: &CString, at: &OwnedFd) -> io::Result<Option<Own
     if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_SH) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    let held = std::fs::File::from(dir.try_clone()?).metadata()?;
+    let held = identity(&dir).ok_or_else(io::Error::last_os_error)?;
+    Ok((here(parent, name) == Some(held)).then_some(dir))
+}
+
+/// The (device, inode) of the open file `fd`.
+fn identity(fd: &OwnedFd) -> Option<(u64, u64)> {
     // SAFETY: `stat` is a valid buffer for the kernel to fill; the result is checked.
-    let here = unsafe {
+    unsafe {
+        let mut stat: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd.as_raw_fd(), &mut stat) == 0).then_some((stat.st_dev, stat.st_ino))
+    }
+}
+
+/// The (device, inode) of what is at `name` in `parent` now, not following a link.
+fn here(parent: &OwnedFd, name: &CString) -> Option<(u64, u64)> {
+    // SAFETY: `stat` is a valid buffer for the kernel to fill; the result is checked.
+    unsafe {
         let mut stat: libc::stat = std::mem::zeroed();
         let done = libc::fstatat(
             parent.as_raw_fd(),
@@ -150,8 +205,7 @@ fn hold(parent: &OwnedFd, name: &CString, at: &OwnedFd) -> io::Result<Option<Own
             libc::AT_SYMLINK_NOFOLLOW,
         );
         (done == 0).then_some((stat.st_dev, stat.st_ino))
-    };
-    Ok((here == Some((held.dev(), held.ino()))).then_some(dir))
+    }
 }
 
 /// Marks the new directory at `at` a stand-in.
@@ -177,19 +231,23 @@ fn reopen(at: &OwnedFd) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-impl Drop for Shield {
+impl Drop for Held {
     fn drop(&mut self) {
-        for held in self.held.iter().filter(|h| h.stand_in) {
-            // SAFETY: valid descriptors and C string. The lock is ours only when no other
-            // call holds the stand-in; removing fails (and is left alone) unless it is empty.
-            unsafe {
-                if libc::flock(held.dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 {
-                    libc::unlinkat(
-                        held.parent.as_raw_fd(),
-                        held.name.as_ptr(),
-                        libc::AT_REMOVEDIR,
-                    );
-                }
+        if !self.stand_in {
+            return;
+        }
+        // SAFETY: valid descriptors and C string. The lock is ours only when no other call
+        // holds the stand-in; it is removed only while still at its name (a directory the
+        // user put there since stays), and removing fails (and is left alone) unless empty.
+        unsafe {
+            if libc::flock(self.dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0
+                && self.in_place()
+            {
+                libc::unlinkat(
+                    self.parent.as_raw_fd(),
+                    self.name.as_ptr(),
+                    libc::AT_REMOVEDIR,
+                );
             }
         }
     }

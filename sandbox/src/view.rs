@@ -347,11 +347,10 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
             .map_err(|e| fail("opening", fresh.workspace, e))?;
         for rel in fresh.protected {
             let path = fresh.workspace.join(rel);
+            // Onto what was opened, so that nothing swapped in since moves the cover.
             let protect = || -> io::Result<()> {
                 let at = ns::open_beneath(&workspace, Path::new(rel))?;
-                let dir = std::fs::File::from(at.try_clone()?).metadata()?.is_dir();
-                let tree = ns::open_tree_of(&at)?;
-                place(&path, Entry::Tree(tree, Access::ReadOnly, dir))
+                ns::attach_onto(&ns::open_tree_of(&at)?, &at, Access::ReadOnly)
             };
             protect().map_err(|e| fail("protecting", &path, e))?;
         }

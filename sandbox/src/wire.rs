@@ -49,6 +49,10 @@ pub(super) struct Setup {
     pub path: Vec<Vec<u8>>,
     /// Paths covered even inside a granted tree.
     pub hidden: Vec<Vec<u8>>,
+    /// Whether commands may follow one another: the protected paths' stand-ins then stay a
+    /// moment after each; else they go before its report.
+    #[serde(default)]
+    pub linger: bool,
 }
 
 /// An unconfined command, on its own helper's standard input.
