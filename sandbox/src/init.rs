@@ -2,9 +2,9 @@
 //! user, takes a cgroup namespace (it was born in the command's memory cgroup), opens the
 //! proxy's port when the command has an allowlist, mounts what is fresh for each command
 //! ([`view::fresh`]), confines itself ([`Plan::apply`]), forks bash and reaps every process
-//! of the namespace until bash exits; then it reports bash's status and exits, and the kernel
-//! kills whatever is left in the namespace. The zygote kills the init at the timeout, or when
-//! the helper says so, with the same effect.
+//! of the namespace until bash exits; then it kills and reaps whatever is left, reports
+//! bash's status and exits. The zygote kills the init at the timeout, or when the helper says
+//! so: the kernel then kills every process of the namespace.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -144,8 +144,22 @@ fn open_proxy(handover: &OwnedFd) -> Result<(), String> {
         .map_err(|e| refusal(format!("cannot hand the proxy's port to the helper: {e}")))
 }
 
-/// Reaps every process of the namespace (orphans come to pid 1) until bash exits: its status.
+/// Reaps every process of the namespace (orphans come to pid 1) until bash exits, then kills
+/// and reaps what is left: bash's status, once nothing of the command runs any more. Every
+/// process of the namespace descends from the init, and one whose parent dies comes to it
+/// before that parent can be reaped: when it has no child left, the namespace holds only
+/// itself. So the command can be reported ended before the init exits, and the namespaces'
+/// teardown that its exit sets off is nobody's wait.
 fn reap(bash: libc::pid_t) -> Status {
+    let status = wait_for(bash);
+    // SAFETY: from pid 1, -1 is every other process of the namespace.
+    unsafe { libc::kill(-1, libc::SIGKILL) };
+    while wait_any() != Some(libc::ECHILD) {}
+    status
+}
+
+/// Reaps children until `bash` is one of them: its status.
+fn wait_for(bash: libc::pid_t) -> Status {
     loop {
         // SAFETY: `info` is a valid siginfo_t; reading its fields after a successful waitid
         // that reaped any child.
@@ -159,5 +173,14 @@ fn reap(bash: libc::pid_t) -> Status {
                 return Status::Refused("the sandbox's init lost track of bash".into());
             }
         }
+    }
+}
+
+/// Reaps one child, waiting for it: none, or why there was none to reap.
+fn wait_any() -> Option<i32> {
+    // SAFETY: reaping any child of this process.
+    match unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL) } {
+        pid if pid > 0 => None,
+        _ => io::Error::last_os_error().raw_os_error(),
     }
 }

@@ -121,6 +121,8 @@ struct Memories {
     cgroups: Option<Cgroups>,
     /// The cgroup the zygote is in once it has read what was sent to it: its next command's.
     current: Option<Cgroup>,
+    /// The cgroup for the command after the next, made while the commands run.
+    spare: Option<Cgroup>,
     /// Why commands cannot have memory cgroups of their own, if they cannot.
     missing: Option<String>,
 }
@@ -331,6 +333,8 @@ impl Server {
         }
         // Without a next one, the zygote stays in its cgroup: not this command's to remove.
         let cgroup = then.and_then(|then| self.memory.current.replace(then));
+        // While the command starts.
+        self.memory.replenish();
         self.calls.insert(
             id,
             Call {
@@ -373,11 +377,7 @@ impl Server {
         let Some(call) = self.calls.remove(&id) else {
             return;
         };
-        let oom = call.cgroup.map(|cgroup| {
-            let killed = cgroup.oom_killed();
-            cgroup.remove();
-            killed
-        });
+        let oom = call.cgroup.as_ref().map(Cgroup::oom_killed);
         let status = match status {
             Status::Refused(why) => Status::Refused(why),
             _ if oom == Some(true) => {
@@ -455,8 +455,8 @@ impl Server {
             }
             write_report(&call.report, &Report::refused(why.to_string()));
         }
-        if let Some(cgroup) = self.memory.current.take() {
-            cgroup.remove();
+        for cgroup in [self.memory.current.take(), self.memory.spare.take()] {
+            cgroup.map(Cgroup::remove);
         }
     }
 }
@@ -469,6 +469,7 @@ impl Memories {
             bytes,
             cgroups: None,
             current: None,
+            spare: None,
             missing: None,
         };
         let Some(bytes) = bytes else {
@@ -490,6 +491,7 @@ impl Memories {
             Ok((cgroups, first)) => {
                 memory.cgroups = Some(cgroups);
                 memory.current = Some(first);
+                memory.replenish();
             }
             Err(why) => memory.missing = Some(why),
         }
@@ -512,13 +514,23 @@ impl Memories {
         if self.missing.is_some() {
             return None;
         }
-        match self.cgroups.as_mut()?.make() {
-            Ok(cgroup) => Some(cgroup),
-            Err(why) => {
-                self.missing = Some(why);
-                None
+        self.spare
+            .take()
+            .or_else(|| self.replenish().then(|| self.spare.take()).flatten())
+    }
+
+    /// Makes the spare cgroup, if there is none: whether there is one.
+    fn replenish(&mut self) -> bool {
+        if self.spare.is_none()
+            && self.missing.is_none()
+            && let Some(cgroups) = self.cgroups.as_mut()
+        {
+            match cgroups.make() {
+                Ok(cgroup) => self.spare = Some(cgroup),
+                Err(why) => self.missing = Some(why),
             }
         }
+        self.spare.is_some()
     }
 }
 

@@ -47,6 +47,8 @@ struct Held {
     parent: OwnedFd,
     name: CString,
     dir: OwnedFd,
+    /// The directory's (device, inode).
+    identity: (u64, u64),
     stand_in: bool,
 }
 
@@ -124,11 +126,12 @@ impl Shield {
                         return Ok(None);
                     }
                     match hold(&parent, &name, &at).map_err(fail)? {
-                        Some(dir) => {
+                        Some((dir, identity)) => {
                             return Ok(Some(Held {
                                 parent,
                                 name,
                                 dir,
+                                identity,
                                 stand_in: meta.mode() & 0o7777 == STAND_IN_MODE,
                             }));
                         }
@@ -168,20 +171,25 @@ impl Shield {
 impl Held {
     /// Whether the directory held is still the one at its name.
     fn in_place(&self) -> bool {
-        identity(&self.dir).is_some() && identity(&self.dir) == here(&self.parent, &self.name)
+        here(&self.parent, &self.name) == Some(self.identity)
     }
 }
 
-/// The directory at `at` (`name` in `parent`) opened and share-locked, or `None` when it is
-/// no longer there once locked (the last call to hold it removed it meanwhile).
-fn hold(parent: &OwnedFd, name: &CString, at: &OwnedFd) -> io::Result<Option<OwnedFd>> {
+/// The directory at `at` (`name` in `parent`) opened and share-locked, with its (device,
+/// inode), or `None` when it is no longer there once locked (the last call to hold it
+/// removed it meanwhile).
+fn hold(
+    parent: &OwnedFd,
+    name: &CString,
+    at: &OwnedFd,
+) -> io::Result<Option<(OwnedFd, (u64, u64))>> {
     let dir = reopen(at)?;
     // SAFETY: a valid descriptor; the result is checked.
     if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_SH) } != 0 {
         return Err(io::Error::last_os_error());
     }
     let held = identity(&dir).ok_or_else(io::Error::last_os_error)?;
-    Ok((here(parent, name) == Some(held)).then_some(dir))
+    Ok((here(parent, name) == Some(held)).then_some((dir, held)))
 }
 
 /// The (device, inode) of the open file `fd`.

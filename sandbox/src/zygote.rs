@@ -41,10 +41,13 @@ pub(super) struct Zygote {
 struct Running {
     pid: libc::pid_t,
     pidfd: OwnedFd,
-    /// Where the init writes how bash ended.
-    status: File,
+    /// Where the init writes how bash ended, once nothing of the command runs any more
+    /// (non-blocking); none once read to its end.
+    status: Option<File>,
     deadline: Instant,
     timed_out: bool,
+    /// Whether the helper was told how it ended.
+    reported: bool,
 }
 
 /// Runs the zygote: sets up once the helper writes to `go` (the id maps are in place), then
@@ -114,7 +117,7 @@ fn serve(zygote: &Zygote, ready: &Ready, socket: &OwnedFd) {
     let ids = unsafe { (libc::geteuid(), libc::getegid()) };
     loop {
         let now = Instant::now();
-        for call in running.values_mut().filter(|c| !c.timed_out) {
+        for call in running.values_mut().filter(|c| !c.timed_out && !c.reported) {
             if now >= call.deadline {
                 call.timed_out = true;
                 signal(call.pid);
@@ -122,24 +125,28 @@ fn serve(zygote: &Zygote, ready: &Ready, socket: &OwnedFd) {
         }
         let next = running
             .values()
-            .filter(|c| !c.timed_out)
+            .filter(|c| !c.timed_out && !c.reported)
             .map(|c| c.deadline)
             .min();
         let wait = next.map_or(-1, |deadline| {
             let left = deadline.saturating_duration_since(Instant::now());
             left.as_millis().clamp(1, i32::MAX as u128) as i32
         });
-        let ids_running: Vec<u64> = running.keys().copied().collect();
         let mut fds = vec![libc::pollfd {
             fd: socket.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
         }];
-        fds.extend(ids_running.iter().map(|id| libc::pollfd {
-            fd: running[id].pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }));
+        let ids_running: Vec<u64> = running.keys().copied().collect();
+        for id in &ids_running {
+            let call = &running[id];
+            let status = call.status.as_ref().map_or(-1, |f| f.as_raw_fd());
+            fds.extend([call.pidfd.as_raw_fd(), status].map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            }));
+        }
         // SAFETY: a valid array of pollfd.
         let polled = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
         if polled < 0 {
@@ -149,13 +156,28 @@ fn serve(zygote: &Zygote, ready: &Ready, socket: &OwnedFd) {
             return;
         }
         for (i, id) in ids_running.iter().enumerate() {
-            if fds[1 + i].revents == 0 {
-                continue;
-            }
-            let call = running.remove(id).expect("a running call");
-            let status = reap(call, zygote.setup.timeout_ms);
-            let exited = FromZygote::Exited { id: *id, status };
-            if wire::send(socket.as_fd(), &exited, &[]).is_err() {
+            let (exited, said) = (fds[1 + 2 * i].revents != 0, fds[2 + 2 * i].revents != 0);
+            let call = running.get_mut(id).expect("a running call");
+            let status = match (exited, said) {
+                (_, true) => hear(call, zygote.setup.timeout_ms),
+                (true, false) => None,
+                (false, false) => continue,
+            };
+            if exited {
+                let call = running.remove(id).expect("a running call");
+                let status = status
+                    .or_else(|| (!call.reported).then(|| reap(&call, zygote.setup.timeout_ms)));
+                // SAFETY: reaping this process's own child, which exited.
+                unsafe { libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) };
+                if let Some(status) = status
+                    && wire::send(socket.as_fd(), &FromZygote::Exited { id: *id, status }, &[])
+                        .is_err()
+                {
+                    return;
+                }
+            } else if let Some(status) = status
+                && wire::send(socket.as_fd(), &FromZygote::Exited { id: *id, status }, &[]).is_err()
+            {
                 return;
             }
         }
@@ -276,13 +298,17 @@ fn start(
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
         return Err(format!("cannot follow the command's init: {e}"));
     }
+    // Read when readable, without waiting for the init's exit.
+    // SAFETY: setting a flag on a descriptor this function owns.
+    unsafe { libc::fcntl(status_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
     Ok(Running {
         pid,
         // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
         pidfd: unsafe { OwnedFd::from_raw_fd(pidfd as i32) },
-        status: File::from(status_read),
+        status: Some(File::from(status_read)),
         deadline: started + Duration::from_millis(zygote.setup.timeout_ms),
         timed_out: false,
+        reported: false,
     })
 }
 
@@ -303,23 +329,28 @@ fn signal(pid: libc::pid_t) {
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
-/// Reaps the init of `call`, which exited: how the command ended. The kernel hands the init
-/// back only once its namespace is empty.
-fn reap(mut call: Running, timeout_ms: u64) -> Status {
-    let mut report = String::new();
-    let _ = call.status.read_to_string(&mut report);
-    // SAFETY: reaping this process's own child.
-    unsafe {
-        while libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) < 0
-            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-        {}
-    }
+/// What the init of `call` says about how the command ended, read once its status pipe is
+/// readable: the status when it says it (nothing of the command runs any more then), none
+/// when the pipe ended without it (the init was killed: its exit must be waited for).
+fn hear(call: &mut Running, timeout_ms: u64) -> Option<Status> {
+    let mut report = Vec::new();
+    let _ = call.status.as_ref()?.read_to_end(&mut report);
+    call.status = None;
+    let status = serde_json::from_slice::<Status>(&report).ok()?;
+    call.reported = true;
+    Some(match call.timed_out {
+        true => Status::TimedOut(whole_secs(Duration::from_millis(timeout_ms))),
+        false => status,
+    })
+}
+
+/// How the command of `call` ended when its init exited without saying so: the kernel killed
+/// every process of its namespace when it did.
+fn reap(call: &Running, timeout_ms: u64) -> Status {
     if call.timed_out {
         return Status::TimedOut(whole_secs(Duration::from_millis(timeout_ms)));
     }
-    serde_json::from_str(&report).unwrap_or_else(|_| {
-        // Only the kernel kills the init before it reports: for memory, when its cgroup is
-        // full (the helper then says so), or the helper, which has given the command up.
-        Status::Signaled(super::signal_name(libc::SIGKILL))
-    })
+    // Only the kernel kills the init before it reports: for memory, when its cgroup is full
+    // (the helper then says so), or the zygote, when the command was given up.
+    Status::Signaled(super::signal_name(libc::SIGKILL))
 }
