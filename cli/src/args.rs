@@ -239,6 +239,7 @@ pub enum Command {
 
 /// `cordon mcp`'s own options: the Streamable HTTP server.
 #[derive(Args)]
+#[command(next_help_heading = "Streamable HTTP")]
 pub struct McpArgs {
     /// Serve MCP over Streamable HTTP at this address and port, under the path /mcp (for
     /// example 127.0.0.1:8931; port 0 picks a free one), instead of over standard input and
