@@ -1,5 +1,6 @@
 //! The command-line contract: global options before the subcommand, then the subcommand.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -220,12 +221,12 @@ pub enum Command {
     /// Serve tool calls as JSON lines on standard input and output (see the README for the
     /// protocol).
     Session,
-    /// Serve the tools to a Model Context Protocol client over standard input and output (see
-    /// the README).
+    /// Serve the tools to Model Context Protocol clients: over standard input and output, or
+    /// with --http over Streamable HTTP (see the README).
     ///
     /// With `--permissions ask` the user is asked through the client (MCP elicitation); a
     /// client that cannot ask gets those calls refused.
-    Mcp,
+    Mcp(McpArgs),
     /// Run one bash command (`true`) in the sandbox, with the options given, and print each
     /// layer of its confinement (enforced, partial or off, and what holds); exit 1 with the
     /// reason when the sandbox cannot be set up.
@@ -234,6 +235,54 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `cordon mcp`'s own options: the Streamable HTTP server.
+#[derive(Args)]
+#[command(next_help_heading = "Streamable HTTP")]
+pub struct McpArgs {
+    /// Serve MCP over Streamable HTTP at this address and port, under the path /mcp (for
+    /// example 127.0.0.1:8931; port 0 picks a free one), instead of over standard input and
+    /// output. Every request must carry the bearer token.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<SocketAddr>,
+
+    /// The bearer token clients must send (`Authorization: Bearer TOKEN`): the first line of
+    /// FILE [default: a new random token, printed once to standard error].
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "http",
+        conflicts_with = "http_no_auth"
+    )]
+    pub http_token_file: Option<PathBuf>,
+
+    /// Take requests without a token, for local clients that cannot send one. Accepted only on
+    /// a loopback address.
+    #[arg(long, requires = "http")]
+    pub http_no_auth: bool,
+
+    /// Let --http listen on an address that other machines can reach (not loopback). Anyone
+    /// with the token can then run commands on this machine; cordon serves plain HTTP, so put
+    /// a TLS proxy in front.
+    #[arg(long, requires = "http")]
+    pub http_allow_remote: bool,
+
+    /// Also take requests whose Host header names HOST (a name, or NAME:PORT), besides
+    /// localhost, 127.0.0.1, ::1 and the address listened on; repeatable.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    pub http_allow_host: Vec<String>,
+
+    /// Also take requests from web pages of ORIGIN (scheme://host:port), besides those of
+    /// the address listened on and of localhost at its port; repeatable. Requests without an
+    /// Origin header (clients that are not browsers) need none.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    pub http_allow_origin: Vec<String>,
+
+    /// Close an HTTP session after this many seconds without a message from its client or
+    /// its calls.
+    #[arg(long, value_name = "SECS", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
+    pub http_session_idle: u64,
 }
 
 #[derive(Subcommand)]

@@ -49,6 +49,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         let (options, _, toolchains) = cordon::runtime::settle(options)?;
         return doctor::run(options.shell, toolchains, json).await;
     }
+    // `cordon mcp --http`'s options are checked before the runtime starts: a refusal is quick.
+    let http = match &cli.command {
+        Command::Mcp(args) => mcp::Http::new(args)?,
+        _ => None,
+    };
     let mut runtime = match &cli.command {
         // One call needs one plugin: skip starting the others.
         Command::Call { tool, .. } => Runtime::for_tool(options.clone(), tool).await?,
@@ -106,8 +111,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             session::serve(&runtime, mode, preview_lines).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Mcp => {
-            mcp::serve(runtime, &options, mode).await?;
+        Command::Mcp(_) => {
+            mcp::serve(runtime, &options, mode, http).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor { .. } => unreachable!("served before the runtime starts"),
@@ -232,7 +237,7 @@ fn chain(error: &anyhow::Error) -> String {
 /// `warn` for `cordon mcp`, whose clients pass standard error on to the user's screen.
 fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
-    let quiet = matches!(cli.command, Command::Mcp);
+    let quiet = matches!(cli.command, Command::Mcp(_));
     let default = if quiet { "warn" } else { "info" };
     let level = |level: &str| EnvFilter::new(format!("cordon={level}"));
     let filter = match cli.global.log_level {

@@ -6,8 +6,10 @@
 //     CORDON_TS_SDK=DIR node mcp_client.mjs CONFIG_JSON
 //
 // CORDON_TS_SDK: the SDK's package directory. CONFIG_JSON: {"cordon": binary, "args": [global
-// options], "env": {variables}}. It prints one JSON document of what the client saw; the Rust
-// test asserts on it.
+// options], "env": {variables}}, and over Streamable HTTP "http": {the options after
+// `mcp --http` joined by spaces: {"url", "token"} of the `cordon mcp --http` the test started
+// with them}; without "http", each connection starts its own `cordon mcp`. It prints one JSON
+// document of what the client saw; the Rust test asserts on it.
 
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,25 +18,39 @@ import { pathToFileURL } from "node:url";
 const sdk = (path) => import(pathToFileURL(join(process.env.CORDON_TS_SDK, "dist/esm", path)).href);
 const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
+const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
 const { ElicitRequestSchema } = await sdk("types.js");
 
 const config = JSON.parse(process.argv[2]);
 
-/** A connected client of a new `cordon mcp` with `args` before `mcp`; its standard error is kept. */
-async function connect(args, onElicit) {
-  const transport = new StdioClientTransport({
+/** The transport of a new connection to `cordon mcp` with `args`, and the server's standard
+ * error so far: a process of its own over stdio, or a new session of the `cordon mcp --http`
+ * started with them (whose standard error the Rust test reads). */
+function transport(args) {
+  const served = config.http?.[args.join(" ")];
+  if (served) {
+    const headers = { Authorization: `Bearer ${served.token}` };
+    return [new StreamableHTTPClientTransport(new URL(served.url), { requestInit: { headers } }), () => ""];
+  }
+  const stdio = new StdioClientTransport({
     command: config.cordon,
     args: [...config.args, ...args, "mcp"],
     env: config.env,
     stderr: "pipe",
   });
   let stderr = "";
-  transport.stderr.on("data", (chunk) => (stderr += chunk));
+  stdio.stderr.on("data", (chunk) => (stderr += chunk));
+  return [stdio, () => stderr];
+}
+
+/** A connected client of `cordon mcp` with `args` (see `transport`). */
+async function connect(args, onElicit) {
+  const [connection, stderr] = transport(args);
   const capabilities = onElicit ? { elicitation: { form: {} } } : {};
   const client = new Client({ name: "cordon-test", version: "1" }, { capabilities });
   if (onElicit) client.setRequestHandler(ElicitRequestSchema, onElicit);
-  await client.connect(transport);
-  return { client, stderr: () => stderr };
+  await client.connect(connection);
+  return { client, stderr };
 }
 
 /** A tools/call as {result} or {error: message}. */

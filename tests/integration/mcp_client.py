@@ -5,7 +5,9 @@ Run by tests/integration/mcp.rs with the test venv's Python:
     python mcp_client.py CONFIG_JSON SCENARIO
 
 CONFIG_JSON: {"cordon": binary, "args": [global options], "env": {variables}, "outside": a
-path relative to the workspace that leads out of it}.
+path relative to the workspace that leads out of it, and over Streamable HTTP "http": {the
+options after `mcp --http` joined by spaces: {"url", "token"} of the `cordon mcp --http` the
+test started with them}}. Without "http", each connection starts its own `cordon mcp`.
 SCENARIO: `tools` (everything but permissions), `ask` (--permissions ask, with and without
 elicitation) or `long` (cancellation, calls in parallel, progress), each in both lifecycles:
 2025-11-25 (the initialize handshake) and 2026-07-28 (server/discover). It prints one JSON
@@ -13,6 +15,7 @@ document of what the client saw; the Rust test asserts on it, so that a failure 
 whole exchange.
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -23,6 +26,8 @@ from mcp import types
 from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 
@@ -64,17 +69,29 @@ async def ping(session):
         return error(e)
 
 
-def server(config, *args):
-    return StdioServerParameters(
-        command=config["cordon"], args=[*config["args"], *args, "mcp"], env=config["env"]
-    )
+@contextlib.asynccontextmanager
+async def connect(config, *args):
+    """The (read, write) streams of a new connection to `cordon mcp` with `args`: a process of
+    its own over stdio, or a new session of the `cordon mcp --http` started with them."""
+    if "http" not in config:
+        server = StdioServerParameters(
+            command=config["cordon"], args=[*config["args"], *args, "mcp"], env=config["env"]
+        )
+        async with stdio_client(server) as streams:
+            yield streams
+        return
+    served = config["http"][" ".join(args)]
+    headers = {"Authorization": f"Bearer {served['token']}"}
+    async with create_mcp_http_client(headers=headers) as http:
+        async with streamable_http_client(served["url"], http_client=http) as streams:
+            yield streams
 
 
 async def tools(config):
     outside = config["outside"]
     out = {}
     start = time.monotonic()
-    async with stdio_client(server(config)) as (read, write):
+    async with connect(config) as (read, write):
         async with ClientSession(read, write) as session:
             out["initialize"] = dump(await session.initialize())
             out["initialize_ms"] = round((time.monotonic() - start) * 1000, 1)
@@ -104,7 +121,7 @@ async def tools(config):
                 out["call_ms"][key] = round((time.monotonic() - start) * 1000, 1)
             out["calls"]["not_an_object"] = await raw_call(session, {"name": "read_file", "arguments": [1, 2]})
     # The 2026-07-28 lifecycle: server/discover instead of the initialize handshake.
-    async with stdio_client(server(config)) as (read, write):
+    async with connect(config) as (read, write):
         async with ClientSession(read, write) as session:
             out["discover"] = dump(await session.discover())
             out["discovered_ping"] = await ping(session)
@@ -125,14 +142,14 @@ async def ask(config):
         out["asked"].append(dump(params))
         return answers.pop(0) if answers else types.ElicitResult(action="cancel")
 
-    async with stdio_client(server(config, "--permissions", "ask")) as (read, write):
+    async with connect(config, "--permissions", "ask") as (read, write):
         async with ClientSession(read, write, elicitation_callback=elicit) as session:
             await session.initialize()
             out["allowed"] = await call(session, "write_file", {"path": "ask1.txt", "content": "one\n"})
             out["declined"] = await call(session, "write_file", {"path": "ask2.txt", "content": "two\x1b[8m\n"})
             out["read"] = await call(session, "read_file", {"path": "a.txt"})
     # A client that cannot elicit: nobody can be asked, so the call is refused.
-    async with stdio_client(server(config, "--permissions", "ask")) as (read, write):
+    async with connect(config, "--permissions", "ask") as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             out["no_elicitation"] = await call(session, "write_file", {"path": "ask3.txt", "content": "three\n"})
@@ -142,12 +159,12 @@ async def ask(config):
         types.ElicitResult(action="accept", content={"answer": "allow_once"}),
         types.ElicitResult(action="decline"),
     ])
-    async with Client(server(config, "--permissions", "ask"), mode=MODERN, elicitation_callback=elicit) as client:
+    async with Client(connect(config, "--permissions", "ask"), mode=MODERN, elicitation_callback=elicit) as client:
         out["discovered_version"] = client.protocol_version
         out["discovered_allowed"] = await call(client, "write_file", {"path": "ask4.txt", "content": "four\n"})
         out["discovered_declined"] = await call(client, "write_file", {"path": "ask5.txt", "content": "five\n"})
     # Without an elicitation handler, nobody can be asked.
-    async with Client(server(config, "--permissions", "ask"), mode=MODERN) as client:
+    async with Client(connect(config, "--permissions", "ask"), mode=MODERN) as client:
         out["discovered_unasked"] = await call(client, "write_file", {"path": "ask6.txt", "content": "six\n"})
     return out
 
@@ -230,13 +247,13 @@ async def logged(config):
             into.append(dump(params))
         return on_message
 
-    async with stdio_client(server(config)) as (read, write):
+    async with connect(config) as (read, write):
         async with ClientSession(read, write, logging_callback=collect(out["legacy"])) as session:
             await session.initialize()
             await session.call_tool("read_file", {"path": "a.txt"})
             await session.set_logging_level("info")
             await session.call_tool("read_file", {"path": "missing.txt"})
-    async with Client(server(config), mode=MODERN, log_level="info", logging_callback=collect(out["modern"])) as client:
+    async with Client(connect(config), mode=MODERN, log_level="info", logging_callback=collect(out["modern"])) as client:
         await client.call_tool("read_file", {"path": "a.txt"})
     return out
 
@@ -244,11 +261,11 @@ async def logged(config):
 async def long(config):
     token = str(os.getpid())
     out = {}
-    async with stdio_client(server(config)) as (read, write):
+    async with connect(config) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             out["legacy"] = await long_calls(session, token + "1", "legacy.txt")
-    async with Client(server(config), mode=MODERN) as client:
+    async with Client(connect(config), mode=MODERN) as client:
         out["version"] = client.protocol_version
         out["modern"] = await long_calls(client, token + "2", "modern.txt")
     return out

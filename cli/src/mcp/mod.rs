@@ -1,9 +1,12 @@
-//! `cordon mcp`: the tools served to any Model Context Protocol client over stdio.
+//! `cordon mcp`: the tools served to any Model Context Protocol client, over stdio or
+//! Streamable HTTP ([`http`]).
 //!
 //! The server is built on the official Rust SDK (`rmcp`) with hand-written `tools/list` and
-//! `tools/call` handlers, since the tool set is whatever the runtime declared. The stdio
-//! transport is one connection, so the process holds one [`Session`]: the "always" answers
-//! and the loop detector span the whole connection, exactly as in `cordon session`.
+//! `tools/call` handlers, since the tool set is whatever the runtime declared. Each MCP
+//! connection (the stdio connection, an HTTP session) gets its own [`Server`], with its own
+//! [`Session`]: the "always" answers and the loop detector span that connection, exactly as in
+//! `cordon session`. What holds across connections is [`Shared`]: the runtime, the bound on
+//! calls at once, the lock of calls that change files, and the permission questions handed out.
 //!
 //! - `tools/list`: every declared tool with its description, input schema, a title and
 //!   annotations derived from its kind ([`annotations`]).
@@ -13,17 +16,17 @@
 //!   (`isError: true`) whose text names the problem, as MCP asks since 2025-11-25 (SEP-1303),
 //!   so that the model can correct itself; so is every failed outcome. A completed call is its
 //!   output as one text block.
-//! - Calls run concurrently, up to [`PARALLEL`]; the session is locked only between a call's
-//!   steps, and calls that change files hold [`Server::writes`] while they run. A cancelled
-//!   call is dropped, which kills its command and stops its plugin.
+//! - Calls run concurrently, up to [`PARALLEL`] in the whole server; the session is locked only
+//!   between a call's steps, and calls that change files hold [`Shared::writes`] while they run.
+//!   A cancelled call is dropped, which kills its command and stops its plugin.
 //! - Permissions: `allow` and `deny` work as everywhere. `ask` asks the user through MCP
 //!   elicitation (a form with the four answers): a request to the client in the 2025-11-25
 //!   lifecycle, an `input_required` result answered by the retried call in the 2026-07-28 one
 //!   (which has no requests from server to client). A client that did not declare elicitation
 //!   gets every such call refused, with a text that says nobody could be asked: fail closed.
-//! - `ping` is answered in both lifecycles ([`Pinged`]).
+//! - `ping` is answered in both lifecycles ([`Pinged`] over stdio, [`http`] over HTTP).
 //!
-//! Standard output carries nothing but protocol messages; logs go to standard error.
+//! Over stdio, standard output carries nothing but protocol messages; logs go to standard error.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -51,6 +54,8 @@ use rmcp::service::{
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use cordon::bindings::Kind;
 use cordon::output::quote;
@@ -58,23 +63,43 @@ use cordon::session::{Answer, Ask, Decision, Hosts, Mode, Pending, PermissionReq
 use cordon::shell::Progress;
 use cordon::{CallError, CallOutcome, Options, Runtime};
 
-/// Serves one MCP connection on standard input and output, until the client closes it.
-pub async fn serve(runtime: Runtime, options: &Options, mode: Mode) -> anyhow::Result<()> {
-    let server = Server {
+mod http;
+
+pub use http::Http;
+
+/// Serves the tools: over Streamable HTTP when `http` says so, else one MCP connection on
+/// standard input and output, until the client closes it.
+pub async fn serve(
+    runtime: Runtime,
+    options: &Options,
+    mode: Mode,
+    http: Option<Http>,
+) -> anyhow::Result<()> {
+    let shared = Arc::new(Shared {
         tools: tools(&runtime, *runtime.network() != cordon::shell::Network::Off),
         instructions: instructions(&runtime, options, mode),
         mode,
         runtime,
-        session: Mutex::new(Session::new(mode)),
         slots: Semaphore::new(PARALLEL),
         writes: Mutex::new(()),
         asked: Default::default(),
-        log_level: Default::default(),
-    };
+        calls: TaskTracker::new(),
+        stopping: CancellationToken::new(),
+    });
+    match http {
+        Some(http) => http::serve(shared, http).await,
+        None => serve_stdio(shared).await,
+    }
+}
+
+async fn serve_stdio(shared: Arc<Shared>) -> anyhow::Result<()> {
     // When stdin and stdout are pipes (as MCP clients launch servers), read and write them on
     // the reactor instead of handing every message to a blocking thread and back: a fifth of
     // a small call's time (see the README, "Performance"). Anything else falls back to `stdio()`.
-    let service = match Pinged(server).serve(rmcp::transport::stdio_pipes()).await {
+    let service = match Pinged(Server::new(shared))
+        .serve(rmcp::transport::stdio_pipes())
+        .await
+    {
         Ok(service) => service,
         // End of input before the handshake: nothing to serve, as `cordon session` on no input.
         Err(ServerInitializeError::ConnectionClosed(during)) => {
@@ -122,39 +147,61 @@ impl Service<RoleServer> for Pinged {
     }
 }
 
-/// How many calls of one connection run at once; more wait for a slot.
+/// How many calls run at once in the whole server; more wait for a slot.
 const PARALLEL: usize = 8;
 
 /// How often a long call reports progress to a client that asked for it.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
-/// The most permission questions a 2026-07-28 client may leave unanswered before the oldest
+/// The most permission questions 2026-07-28 clients may leave unanswered before the oldest
 /// is forgotten (its retry is then asked afresh).
 const MAX_QUESTIONS: usize = 64;
 
-/// The MCP server of one connection.
-struct Server {
+/// What every connection's [`Server`] shares.
+struct Shared {
     runtime: Runtime,
     mode: Mode,
     /// The tool list, fixed for the life of the runtime.
     tools: Vec<Tool>,
     instructions: String,
-    /// The rules across calls, held between a call's steps, never while it runs: the loop
-    /// detector and the counters see each call once, in the order they finish.
-    session: Mutex<Session>,
     /// At most [`PARALLEL`] calls at once.
     slots: Semaphore,
-    /// Held by a call that changes files (kinds edit, delete, move) while it runs.
+    /// Held by a call that changes files (kinds edit, delete, move) while it runs: the
+    /// workspace is one for every connection.
     writes: Mutex<()>,
-    /// The permission questions handed to a 2026-07-28 client, by the request state that
-    /// brings the answer back: the call (tool and input) each is about.
+    /// The permission questions handed to 2026-07-28 clients, by the request state that
+    /// brings the answer back: the call (tool and input) each is about. Shared, because over
+    /// HTTP that lifecycle has no sessions: the retry is a request of its own.
     asked: std::sync::Mutex<BTreeMap<u64, (String, Value)>>,
+    /// The calls running, so that shutting down can wait until they are dropped.
+    calls: TaskTracker,
+    /// Cancelled when the server shuts down: every running call is dropped.
+    stopping: CancellationToken,
+}
+
+/// The MCP server of one connection (over HTTP: of one session, or of one request of the
+/// 2026-07-28 lifecycle, which has no sessions).
+struct Server {
+    shared: Arc<Shared>,
+    /// The rules across the connection's calls, held between a call's steps, never while it
+    /// runs: the loop detector and the counters see each call once, in the order they finish.
+    session: Mutex<Session>,
     /// The level the client asked log messages at (`logging/setLevel`); none: none are sent.
     #[expect(
         deprecated,
         reason = "MCP logging, deprecated by SEP-2577, is what clients show"
     )]
     log_level: std::sync::Mutex<Option<LoggingLevel>>,
+}
+
+impl Server {
+    fn new(shared: Arc<Shared>) -> Self {
+        Server {
+            session: Mutex::new(Session::new(shared.mode)),
+            shared,
+            log_level: Default::default(),
+        }
+    }
 }
 
 impl ServerHandler for Server {
@@ -173,7 +220,7 @@ impl ServerHandler for Server {
                     .with_title("cordon")
                     .with_description(env!("CARGO_PKG_DESCRIPTION")),
             )
-            .with_instructions(self.instructions.clone())
+            .with_instructions(self.shared.instructions.clone())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -189,10 +236,10 @@ impl ServerHandler for Server {
             .unwrap_or_default();
         tracing::info!(
             "MCP client {name} {version} connected; serving {} tool(s) from {}",
-            self.tools.len(),
-            self.runtime.workspace().display()
+            self.shared.tools.len(),
+            self.shared.runtime.workspace().display()
         );
-        if self.mode == Mode::Ask && !can_elicit(&context.peer) {
+        if self.shared.mode == Mode::Ask && !can_elicit(&context.peer) {
             tracing::warn!(
                 "--permissions ask: this MCP client cannot ask the user (no elicitation), so \
                  every call that needs permission will be refused; use --permissions allow or \
@@ -220,11 +267,11 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.tools.iter().find(|t| t.name == name).cloned()
+        self.shared.tools.iter().find(|t| t.name == name).cloned()
     }
 
     /// What the SDK could not read as a known request. A `tools/call` lands here when its
@@ -246,7 +293,7 @@ impl ServerHandler for Server {
         let name = params.get("name").and_then(Value::as_str);
         // The runtime's own text: unknown tool, or the input must be a JSON object.
         let refused = match (name, params.get("arguments")) {
-            (Some(name), Some(arguments)) => self.runtime.validate(name, arguments).err(),
+            (Some(name), Some(arguments)) => self.shared.runtime.validate(name, arguments).err(),
             _ => None,
         };
         let text = match refused {
@@ -265,18 +312,32 @@ impl ServerHandler for Server {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        let _slot = self.slots.acquire().await.map_err(|_| {
-            ErrorData::internal_error("the server is shutting down".to_string(), None)
-        })?;
+        let shared = &self.shared;
+        let call = async {
+            let _slot = shared
+                .slots
+                .acquire()
+                .await
+                .expect("the call slots are never closed");
+            self.call(request, &context).await
+        };
         // A cancelled call is dropped where it stands: its command's tree is killed, its
-        // plugin stopped at the next epoch tick, and the next call need not wait for it.
-        tokio::select! {
-            done = self.call(request, &context) => done,
-            () = context.ct.cancelled() => {
-                tracing::info!("the {name} call was cancelled");
-                Err(ErrorData::internal_error(format!("the {name} call was cancelled"), None))
+        // plugin stopped at the next epoch tick, and the next call need not wait for it. So
+        // is every call when the server shuts down.
+        let cancellable = async {
+            tokio::select! {
+                done = call => done,
+                () = context.ct.cancelled() => {
+                    tracing::info!("the {name} call was cancelled");
+                    Err(ErrorData::internal_error(format!("the {name} call was cancelled"), None))
+                }
+                () = shared.stopping.cancelled() => Err(ErrorData::internal_error(
+                    format!("the {name} call was cancelled: the server is shutting down"),
+                    None,
+                )),
             }
-        }
+        };
+        shared.calls.track_future(cancellable).await
     }
 }
 
@@ -293,7 +354,7 @@ impl Server {
             .session
             .lock()
             .await
-            .prepare(&self.runtime, &request.name, input);
+            .prepare(&self.shared.runtime, &request.name, input);
         // An unknown tool is a malformed request; any other failure is the call's outcome.
         if let Some(unknown @ CallError::UnknownTool { .. }) = pending.error() {
             return Err(ErrorData::invalid_params(unknown.to_string(), None));
@@ -341,7 +402,9 @@ impl Server {
                 // Two calls that change files never interleave; commands and reads need not
                 // wait for each other.
                 let _writing = match pending.kind() {
-                    Some(Kind::Edit | Kind::Delete | Kind::Move) => Some(self.writes.lock().await),
+                    Some(Kind::Edit | Kind::Delete | Kind::Move) => {
+                        Some(self.shared.writes.lock().await)
+                    }
                     _ => None,
                 };
                 let hosts = self.session.lock().await.hosts();
@@ -430,7 +493,7 @@ impl Server {
         state: Option<String>,
     ) -> Option<Answer> {
         let key: u64 = state?.parse().ok()?;
-        let (name, input) = self.asked.lock().unwrap().remove(&key)?;
+        let (name, input) = self.shared.asked.lock().unwrap().remove(&key)?;
         if name != pending.name() || &input != pending.input() {
             return None;
         }
@@ -452,7 +515,7 @@ impl Server {
             ErrorData::internal_error(format!("cannot build the permission form: {e}"), None)
         })?;
         let key = {
-            let mut asked = self.asked.lock().unwrap();
+            let mut asked = self.shared.asked.lock().unwrap();
             let key = asked.last_key_value().map_or(0, |(k, _)| k + 1);
             asked.insert(key, (pending.name().to_string(), pending.input().clone()));
             // Questions never answered are forgotten, the oldest first.
