@@ -93,20 +93,10 @@ impl Plan {
     }
 
     /// Confines the calling process (a command's init, single-threaded, in its view):
-    /// Landlock after `rules`, at most `tasks` tasks in its user namespace and, when
-    /// `address_space` is given, that address-space limit per process.
-    pub fn apply(
-        &self,
-        request: &Setup,
-        rules: &Rules,
-        tasks: u64,
-        address_space: Option<u64>,
-    ) -> Result<(), String> {
+    /// Landlock after `rules` and at most `tasks` tasks in its user namespace.
+    pub fn apply(&self, request: &Setup, rules: &Rules, tasks: u64) -> Result<(), String> {
         limit(libc::RLIMIT_CORE, 0)?;
         limit(libc::RLIMIT_NPROC, tasks)?;
-        if let Some(bytes) = address_space {
-            limit(libc::RLIMIT_AS, bytes)?;
-        }
         let ruleset = match &self.landlock {
             Ok((_, abi)) => Some(rules.ruleset(request, *abi)?),
             Err(_) => None,
@@ -699,7 +689,7 @@ type Resource = libc::__rlimit_resource_t;
 type Resource = libc::c_int;
 
 /// Lowers both limits of `resource` to `value` (never raises them).
-fn limit(resource: Resource, value: u64) -> Result<(), String> {
+pub(super) fn limit(resource: Resource, value: u64) -> Result<(), String> {
     let mut current = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

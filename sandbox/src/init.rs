@@ -1,19 +1,28 @@
-//! A command's init: pid 1 of the command's own namespaces, cloned by the zygote. It maps its
-//! user, takes a cgroup namespace (it was born in the command's memory cgroup), opens the
-//! proxy's port when the command has an allowlist, mounts what is fresh for each command
-//! ([`view::fresh`]), confines itself ([`Plan::apply`]), forks bash and reaps every process
-//! of the namespace until bash exits; then it kills and reaps whatever is left, reports
-//! bash's status and exits. The zygote kills the init at the timeout, or when the helper says
-//! so: the kernel then kills every process of the namespace.
+//! A command's init: pid 1 of the command's own namespaces, cloned by the zygote before the
+//! command is known, so that what is fresh for each command is ready when it comes.
+//!
+//! Ahead of its command, the init maps its user, takes a cgroup namespace (it was born in the
+//! command's memory cgroup), opens the proxy's port when commands have an allowlist, mounts
+//! what is fresh for each command ([`view::fresh`]) and confines itself ([`Plan::apply`]);
+//! then it says it is ready and waits. Meanwhile the zygote mounts the command's protected
+//! and hidden paths into its mount namespace ([`view::cover`]), which needs no more than the
+//! namespace: a confined process may not mount, but the zygote may mount for it.
+//!
+//! Given its command ([`Go`]), the init hands the proxy's port over, forks bash and reaps every
+//! process of the namespace until bash exits; then it kills and reaps whatever is left,
+//! reports bash's status and exits. The zygote kills the init at the timeout, or when the
+//! helper says so: the kernel then kills every process of the namespace.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, TcpListener};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use super::bash::Bash;
-use super::confine::{Plan, Rules, refusal};
+use super::confine::{self, Plan, Rules, refusal};
 use super::ns::{self, Access};
 use super::process;
 use super::proxy;
@@ -21,92 +30,112 @@ use super::view;
 use super::wire::{self, Setup};
 use super::{HOME, Status};
 
-/// What the zygote hands a command's init.
-pub(super) struct CallInit<'a> {
+/// What the zygote hands a command's init when it clones it.
+pub(super) struct Prepared<'a> {
     pub setup: &'a Setup,
     pub plan: &'a Plan,
     pub rules: &'a Rules,
     /// The zygote's uid and gid, which the init's user namespace maps to themselves.
     pub ids: (libc::uid_t, libc::gid_t),
-    pub command: String,
-    /// The protected paths, relative to the workspace.
-    pub protected: Vec<String>,
-    /// The hidden paths to cover.
-    pub hidden: Vec<Vec<u8>>,
-    pub address_space: Option<u64>,
     /// The memory limit, which the private tmpfs mounts share.
     pub memory: u64,
     /// The trees bound into the view (the workspace and the extra paths).
     pub granted: &'a [(PathBuf, Access)],
-    /// The output pipe, bash's standard output and error.
-    pub out: OwnedFd,
+    /// The init's end of its socket pair with the zygote: its mount namespace goes out when
+    /// it is ready, the command ([`Go`]) comes in.
+    pub control: OwnedFd,
     /// Where to write how bash ended.
-    pub status: Option<OwnedFd>,
-    /// The socket pair end to hand the proxy's listening socket over, with an allowlist.
-    pub handover: Option<OwnedFd>,
+    pub status: OwnedFd,
+}
+
+/// The command for a ready init. Attached: the output pipe's write end and, with an
+/// allowlist, the end of the socket pair to hand the proxy's listening socket over on.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Go {
+    pub command: String,
+    /// The address-space limit of each process, where no memory cgroup bounds the command.
+    pub address_space: Option<u64>,
 }
 
 /// Runs the init. Never returns.
-pub(super) fn run(mut init: CallInit) -> ! {
-    let status_pipe = init.status.take();
-    let status = match start(init) {
+pub(super) fn run(init: Prepared) -> ! {
+    let status = init.status.as_raw_fd();
+    let outcome = prepare(&init).and_then(|listener| {
+        // Ready: the zygote covers what the command must not change in this namespace.
+        let mounts = File::open("/proc/self/ns/mnt")
+            .map_err(|e| format!("cannot open the command's mount namespace: {e}"))?;
+        wire::send(init.control.as_fd(), &(), &[mounts.as_fd()])
+            .map_err(|e| format!("cannot say the sandbox is ready: {e}"))?;
+        start(&init, listener)
+    });
+    let status_of = match outcome {
         Ok(bash) => reap(bash),
         Err(why) => Status::Refused(why),
     };
-    let json = serde_json::to_vec(&status).expect("a status serializes");
+    let json = serde_json::to_vec(&status_of).expect("a status serializes");
     // SAFETY: writing a buffer to the status pipe, then exiting without unwinding: the
     // kernel kills what is left in the namespace.
     unsafe {
-        if let Some(pipe) = &status_pipe {
-            libc::write(pipe.as_raw_fd(), json.as_ptr().cast(), json.len());
-        }
+        libc::write(status, json.as_ptr().cast(), json.len());
         libc::_exit(0)
     }
 }
 
-/// Maps the user, builds what is fresh for the command, confines the init and starts bash:
-/// bash's pid.
-fn start(init: CallInit) -> Result<libc::pid_t, String> {
+/// Maps the user, builds what is fresh for a command and confines the init: the proxy's
+/// listening socket, when commands have an allowlist.
+fn prepare(init: &Prepared) -> Result<Option<TcpListener>, String> {
     map_self(init.ids).map_err(|e| {
         refusal(format!(
             "cannot map the command's user into its user namespace: {e}"
         ))
     })?;
-    // SAFETY: plain system calls; the results are checked.
-    unsafe {
-        // The command's /proc/self/cgroup starts at its own cgroup.
-        if libc::unshare(libc::CLONE_NEWCGROUP) != 0 {
-            return Err(refusal(format!(
-                "cannot create a cgroup namespace: {}",
-                io::Error::last_os_error()
-            )));
-        }
-    }
-    // While the init holds every capability of the namespaces it owns.
-    if let Some(handover) = &init.handover {
-        open_proxy(handover)?;
+    // SAFETY: a plain system call; the result is checked.
+    // The command's /proc/self/cgroup starts at its own cgroup.
+    if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } != 0 {
+        return Err(refusal(format!(
+            "cannot create a cgroup namespace: {}",
+            io::Error::last_os_error()
+        )));
     }
     let setup = init.setup;
+    // While the init holds every capability of the namespaces it owns.
+    let listener = match setup.network {
+        super::Network::Allow(_) => Some(open_proxy()?),
+        _ => None,
+    };
     view::fresh(&view::Fresh {
-        workspace: &wire::to_path(&setup.workspace),
         granted: init.granted,
         memory: init.memory,
         private_home: setup.home.is_none(),
-        protected: &init.protected,
-        hidden: &init.hidden,
     })
     .map_err(refusal)?;
     // The init itself counts as one of the tasks.
-    init.plan.apply(
-        setup,
-        init.rules,
-        u64::from(setup.max_processes) + 1,
-        init.address_space,
-    )?;
-    let bash = Bash::new(setup, &init.command, Path::new(HOME), Path::new("/tmp"))?;
+    init.plan
+        .apply(setup, init.rules, u64::from(setup.max_processes) + 1)?;
+    Ok(listener)
+}
+
+/// Waits for the command, then starts bash: bash's pid.
+fn start(init: &Prepared, listener: Option<TcpListener>) -> Result<libc::pid_t, String> {
+    let (go, fds) = match wire::recv::<Go>(init.control.as_fd()) {
+        Ok(Some(received)) => received,
+        // The zygote is gone, or it gave this init up.
+        _ => return Err("no command came".into()),
+    };
+    let mut fds = fds.into_iter();
+    let out = fds.next().ok_or("no output pipe came with the command")?;
+    if let Some(listener) = &listener {
+        let handover = fds.next().ok_or("no proxy channel came with the command")?;
+        proxy::hand_over(&handover, listener)
+            .map_err(|e| refusal(format!("cannot hand the proxy's port to the helper: {e}")))?;
+    }
+    if let Some(bytes) = go.address_space {
+        confine::limit(libc::RLIMIT_AS, bytes)?;
+    }
+    let bash = Bash::new(init.setup, &go.command, Path::new(HOME), Path::new("/tmp"))?;
     let null = process::open_null()?;
-    process::dup2(init.out.as_raw_fd(), 1)?;
-    drop(init.out);
+    process::dup2(out.as_raw_fd(), 1)?;
+    drop(out);
     let pid = bash.spawn(&null)?;
     // Only bash keeps the output pipe: it reaches end-of-file when the tree is gone.
     process::dup2(null.as_raw_fd(), 1)?;
@@ -130,18 +159,15 @@ fn map_self((uid, gid): (libc::uid_t, libc::gid_t)) -> io::Result<()> {
     mapped
 }
 
-/// Brings up the namespace's loopback and hands the proxy's listening socket on it to the
-/// helper over `handover`.
-fn open_proxy(handover: &OwnedFd) -> Result<(), String> {
+/// Brings up the namespace's loopback and opens the proxy's listening socket on it.
+fn open_proxy() -> Result<TcpListener, String> {
     ns::loopback_up().map_err(|e| {
         refusal(format!(
             "cannot bring up the loopback of the command's network namespace: {e}"
         ))
     })?;
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, proxy::PORT))
-        .map_err(|e| refusal(format!("cannot open the proxy's port: {e}")))?;
-    proxy::hand_over(handover, &listener)
-        .map_err(|e| refusal(format!("cannot hand the proxy's port to the helper: {e}")))
+    TcpListener::bind((Ipv4Addr::LOCALHOST, proxy::PORT))
+        .map_err(|e| refusal(format!("cannot open the proxy's port: {e}")))
 }
 
 /// Reaps every process of the namespace (orphans come to pid 1) until bash exits, then kills

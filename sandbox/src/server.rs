@@ -407,7 +407,7 @@ impl Server {
         if !self.calls.is_empty() {
             return;
         }
-        match self.setup.linger {
+        match self.setup.many {
             true => self.idle = Some(Instant::now()),
             false => self.lower(),
         }

@@ -200,7 +200,7 @@ impl Shell {
             workspace: runner::workspace(&self.policy).ok().map(|(_, id)| id),
         };
         let setup = Setup {
-            linger: self.many,
+            many: self.many,
             ..setup(&self.policy)
         };
         wire::send(helper.socket.as_fd(), &setup, &[])
@@ -247,6 +247,6 @@ pub(super) fn setup(policy: &Policy) -> Setup {
         env: policy.env.clone(),
         path: bytes(&policy.path),
         hidden: bytes(&policy.hidden),
-        linger: false,
+        many: false,
     }
 }

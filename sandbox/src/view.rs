@@ -9,8 +9,8 @@
 //!
 //! Each command's init then mounts, in its own copy of that view, what is fresh for each
 //! command ([`fresh`]): a `/proc` of its PID namespace, empty `/tmp`, `/dev/shm` and
-//! `/dev/pts`, a private `HOME` unless the home is kept, and read-only covers over the
-//! protected and hidden paths as they are now.
+//! `/dev/pts`, and a private `HOME` unless the home is kept. The zygote adds read-only covers
+//! over the protected and hidden paths as they are when the command comes ([`cover`]).
 
 use std::io;
 use std::os::fd::OwnedFd;
@@ -190,7 +190,7 @@ pub(super) fn build(sources: Sources) -> Result<View, String> {
         for (path, dir) in secrets {
             let target = at(&path);
             let covered = match dir {
-                true => cover(&target, true),
+                true => cover_path(&target, true),
                 false => ns::open_tree(&blank)
                     .and_then(|blank| ns::attach(&blank, &target, Access::ReadOnly)),
             };
@@ -266,8 +266,6 @@ pub(super) fn build(sources: Sources) -> Result<View, String> {
 
 /// What is fresh for each command.
 pub(super) struct Fresh<'a> {
-    /// The workspace, as the view shows it.
-    pub workspace: &'a Path,
     /// The trees bound into the view ([`View::granted`]): those below a fresh mount are bound
     /// again on top of it.
     pub granted: &'a [(PathBuf, Access)],
@@ -277,11 +275,6 @@ pub(super) struct Fresh<'a> {
     pub memory: u64,
     /// Whether `HOME` is empty at each command (else the home that lasts is bound there).
     pub private_home: bool,
-    /// The protected paths, relative to the workspace (each exists: a stand-in for a missing
-    /// one).
-    pub protected: &'a [String],
-    /// The hidden paths to cover.
-    pub hidden: &'a [Vec<u8>],
 }
 
 /// Mounts what is fresh for a command in its init's mount namespace (a copy of the view).
@@ -337,16 +330,36 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=0620"),
     )
-    .map_err(|e| fail("mounting a new devpts on", pts, e))?;
+    .map_err(|e| fail("mounting a new devpts on", pts, e))
+}
 
+/// What of a command's workspace is covered in its view.
+pub(super) struct Covers<'a> {
+    /// The workspace, as the view shows it.
+    pub workspace: &'a Path,
+    /// The protected paths, relative to the workspace (each exists: a stand-in for a missing
+    /// one), made read-only.
+    pub protected: &'a [String],
+    /// The hidden paths, covered by an empty directory or file.
+    pub hidden: &'a [Vec<u8>],
+}
+
+/// Mounts the covers of `covers` in the calling process's mount namespace (a command's).
+pub(super) fn cover(covers: &Covers) -> Result<(), String> {
+    let fail = |doing: &str, path: &Path, e: io::Error| {
+        format!(
+            "cannot prepare the command's view: {doing} {}: {e}",
+            path.display()
+        )
+    };
     // Read-only whatever the grants above them, opened beneath the workspace without
     // following a link.
-    if !fresh.protected.is_empty() {
-        let workspace = std::fs::File::open(fresh.workspace)
+    if !covers.protected.is_empty() {
+        let workspace = std::fs::File::open(covers.workspace)
             .map(OwnedFd::from)
-            .map_err(|e| fail("opening", fresh.workspace, e))?;
-        for rel in fresh.protected {
-            let path = fresh.workspace.join(rel);
+            .map_err(|e| fail("opening", covers.workspace, e))?;
+        for rel in covers.protected {
+            let path = covers.workspace.join(rel);
             // Onto what was opened, so that nothing swapped in since moves the cover.
             let protect = || -> io::Result<()> {
                 let at = ns::open_beneath(&workspace, Path::new(rel))?;
@@ -355,18 +368,18 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
             protect().map_err(|e| fail("protecting", &path, e))?;
         }
     }
-    for path in fresh.hidden.iter().map(|p| wire::to_path(p)) {
+    for path in covers.hidden.iter().map(|p| wire::to_path(p)) {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        cover(&path, meta.is_dir()).map_err(|e| fail("hiding", &path, e))?;
+        cover_path(&path, meta.is_dir()).map_err(|e| fail("hiding", &path, e))?;
     }
     Ok(())
 }
 
 /// Covers `target`: an empty read-only directory over a directory, an empty device
 /// (`/dev/null`) over anything else.
-fn cover(target: &Path, dir: bool) -> io::Result<()> {
+fn cover_path(target: &Path, dir: bool) -> io::Result<()> {
     if dir {
         tmpfs(target, "mode=0000,size=4k")?;
         ns::read_only(target)

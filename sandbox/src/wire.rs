@@ -49,10 +49,11 @@ pub(super) struct Setup {
     pub path: Vec<Vec<u8>>,
     /// Paths covered even inside a granted tree.
     pub hidden: Vec<Vec<u8>>,
-    /// Whether commands may follow one another: the protected paths' stand-ins then stay a
-    /// moment after each; else they go before its report.
+    /// Whether commands may follow one another: the next command's init is then readied
+    /// while one runs, and the protected paths' stand-ins stay a moment after each; else they
+    /// go before its report.
     #[serde(default)]
-    pub linger: bool,
+    pub many: bool,
 }
 
 /// An unconfined command, on its own helper's standard input.

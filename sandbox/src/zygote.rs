@@ -2,12 +2,15 @@
 //! namespaces, holding the view that every command of the shell starts from.
 //!
 //! It builds the view once ([`view::build`]), opens what the commands' Landlock rules name
-//! ([`Rules::open`]), and then waits for the helper. For each command it clones the command's
-//! init ([`super::init`]) into new user, PID, mount, IPC and UTS namespaces (and a network
-//! namespace of its own when the command has an allowlist): a fresh process view and `/proc`,
-//! a private copy of the view, and its own task count for each command. It kills a command's
-//! init at the command's timeout or when the helper says so, which kills the command's whole
-//! PID namespace, and tells the helper how each command ended.
+//! ([`Rules::open`]), and then waits for the helper. Each command gets an init of its own
+//! ([`super::init`]) in new user, PID, mount, IPC and UTS namespaces (and a network namespace
+//! of its own when commands have an allowlist): a fresh process view and `/proc`, a private
+//! copy of the view, and its own task count. The zygote keeps one such init ready ahead, set
+//! up and confined, in the memory cgroup of the next command; when the command comes, it
+//! mounts the command's covers into that init's mount namespace, hands it the command, moves
+//! into the next command's cgroup and readies the next init while the command runs. It kills
+//! a command's init at the command's timeout or when the helper says so, which kills the
+//! command's whole PID namespace, and tells the helper how each command ended.
 //!
 //! The zygote stays single-threaded, so what its children run after the clone is any code at
 //! all. It dies with the helper (parent-death signal); as the init of the shell's PID
@@ -20,7 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::confine::{Plan, Rules, refusal};
-use super::init::{self, CallInit};
+use super::init::{self, Go, Prepared};
 use super::ns;
 use super::process;
 use super::view::{self, Sources, View};
@@ -62,7 +65,14 @@ pub(super) fn main(mut zygote: Zygote, go: OwnedFd, socket: OwnedFd) -> ! {
     match set_up(&mut zygote) {
         Ok(ready) => {
             let _ = wire::send(socket.as_fd(), &FromZygote::Ready, &[]);
-            serve(&zygote, &ready, &socket);
+            Server {
+                zygote: &zygote,
+                ready: &ready,
+                socket: &socket,
+                running: HashMap::new(),
+                spare: None,
+            }
+            .serve();
         }
         Err(why) => {
             let _ = wire::send(socket.as_fd(), &FromZygote::Refused { why }, &[]);
@@ -80,6 +90,20 @@ fn exit() -> ! {
 struct Ready {
     view: View,
     rules: Rules,
+    /// The zygote's own mount namespace, to come back to after covering a command's.
+    mounts: OwnedFd,
+    /// The ids of this namespace, which each command's own maps to itself.
+    ids: (libc::uid_t, libc::gid_t),
+}
+
+/// A command's init, cloned ahead and readying itself.
+struct Spare {
+    pid: libc::pid_t,
+    pidfd: OwnedFd,
+    /// The zygote's end of the init's socket pair: its mount namespace when it is ready, then
+    /// the command.
+    control: OwnedFd,
+    status: File,
 }
 
 /// Takes the sandbox's identity, builds the view and opens the Landlock rules' paths.
@@ -107,105 +131,126 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
     };
     let view = view::build(sources).map_err(refusal)?;
     let rules = Rules::open(setup, zygote.plan.abi()).map_err(refusal)?;
-    Ok(Ready { view, rules })
+    let mounts = File::open("/proc/self/ns/mnt")
+        .map(OwnedFd::from)
+        .map_err(|e| refusal(format!("cannot open the sandbox's mount namespace: {e}")))?;
+    // SAFETY: no arguments.
+    let ids = unsafe { (libc::geteuid(), libc::getegid()) };
+    Ok(Ready {
+        view,
+        rules,
+        mounts,
+        ids,
+    })
 }
 
-/// Starts, follows and kills commands as the helper asks, until it goes away.
-fn serve(zygote: &Zygote, ready: &Ready, socket: &OwnedFd) {
-    let mut running: HashMap<u64, Running> = HashMap::new();
-    // SAFETY: no arguments. The ids of this namespace, which each command's own maps to itself.
-    let ids = unsafe { (libc::geteuid(), libc::getegid()) };
-    loop {
-        let now = Instant::now();
-        for call in running.values_mut().filter(|c| !c.timed_out && !c.reported) {
-            if now >= call.deadline {
-                call.timed_out = true;
-                signal(call.pid);
-            }
-        }
-        let next = running
-            .values()
-            .filter(|c| !c.timed_out && !c.reported)
-            .map(|c| c.deadline)
-            .min();
-        let wait = next.map_or(-1, |deadline| {
-            let left = deadline.saturating_duration_since(Instant::now());
-            left.as_millis().clamp(1, i32::MAX as u128) as i32
-        });
-        let mut fds = vec![libc::pollfd {
-            fd: socket.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        let ids_running: Vec<u64> = running.keys().copied().collect();
-        for id in &ids_running {
-            let call = &running[id];
-            let status = call.status.as_ref().map_or(-1, |f| f.as_raw_fd());
-            fds.extend([call.pidfd.as_raw_fd(), status].map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            }));
-        }
-        // SAFETY: a valid array of pollfd.
-        let polled = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
-        if polled < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
-        for (i, id) in ids_running.iter().enumerate() {
-            let (exited, said) = (fds[1 + 2 * i].revents != 0, fds[2 + 2 * i].revents != 0);
-            let call = running.get_mut(id).expect("a running call");
-            let status = match (exited, said) {
-                (_, true) => hear(call, zygote.setup.timeout_ms),
-                (true, false) => None,
-                (false, false) => continue,
-            };
-            if exited {
-                let call = running.remove(id).expect("a running call");
-                let status = status
-                    .or_else(|| (!call.reported).then(|| reap(&call, zygote.setup.timeout_ms)));
-                // SAFETY: reaping this process's own child, which exited.
-                unsafe { libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) };
-                if let Some(status) = status
-                    && wire::send(socket.as_fd(), &FromZygote::Exited { id: *id, status }, &[])
-                        .is_err()
-                {
-                    return;
-                }
-            } else if let Some(status) = status
-                && wire::send(socket.as_fd(), &FromZygote::Exited { id: *id, status }, &[]).is_err()
+/// The zygote at work.
+struct Server<'a> {
+    zygote: &'a Zygote,
+    ready: &'a Ready,
+    /// The helper's socket.
+    socket: &'a OwnedFd,
+    running: HashMap<u64, Running>,
+    /// The init of the next command, when there is one ready ahead.
+    spare: Option<Spare>,
+}
+
+impl Server<'_> {
+    /// Starts, follows and kills commands as the helper asks, until it goes away.
+    fn serve(&mut self) {
+        loop {
+            let now = Instant::now();
+            for call in self
+                .running
+                .values_mut()
+                .filter(|c| !c.timed_out && !c.reported)
             {
-                return;
-            }
-        }
-        if fds[0].revents == 0 {
-            continue;
-        }
-        match wire::recv::<ToZygote>(socket.as_fd()) {
-            Ok(Some((ToZygote::Kill { id }, _))) => {
-                if let Some(call) = running.get(&id) {
+                if now >= call.deadline {
+                    call.timed_out = true;
                     signal(call.pid);
                 }
             }
-            Ok(Some((ToZygote::Enter, fds))) => {
-                let entered = FromZygote::Entered {
-                    failed: enter(fds.first()),
-                };
-                if wire::send(socket.as_fd(), &entered, &[]).is_err() {
+            let next = (self.running.values())
+                .filter(|c| !c.timed_out && !c.reported)
+                .map(|c| c.deadline)
+                .min();
+            let wait = next.map_or(-1, |deadline| {
+                let left = deadline.saturating_duration_since(Instant::now());
+                left.as_millis().clamp(1, i32::MAX as u128) as i32
+            });
+            let mut fds = vec![pollfd(self.socket.as_raw_fd())];
+            let ids: Vec<u64> = self.running.keys().copied().collect();
+            for id in &ids {
+                let call = &self.running[id];
+                let status = call.status.as_ref().map_or(-1, |f| f.as_raw_fd());
+                fds.extend([pollfd(call.pidfd.as_raw_fd()), pollfd(status)]);
+            }
+            // SAFETY: a valid array of pollfd.
+            let polled = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+            if polled < 0 {
+                if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return;
+            }
+            for (i, id) in ids.iter().enumerate() {
+                let (exited, said) = (fds[1 + 2 * i].revents != 0, fds[2 + 2 * i].revents != 0);
+                if (exited || said) && !self.follow(*id, exited, said) {
                     return;
                 }
+            }
+            if fds[0].revents != 0 && !self.hear() {
+                return;
+            }
+        }
+    }
+
+    /// Follows call `id`, whose init `exited` or `said` how its command ended: false when the
+    /// helper is gone.
+    fn follow(&mut self, id: u64, exited: bool, said: bool) -> bool {
+        let timeout_ms = self.zygote.setup.timeout_ms;
+        let call = self.running.get_mut(&id).expect("a running call");
+        let mut status = match said {
+            true => heard(call, timeout_ms),
+            false => None,
+        };
+        if exited {
+            let call = self.running.remove(&id).expect("a running call");
+            if !call.reported {
+                status = status.or_else(|| Some(reap(&call, timeout_ms)));
+            }
+            // SAFETY: reaping this process's own child, which exited.
+            unsafe { libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) };
+        }
+        match status {
+            Some(status) => self.send(&FromZygote::Exited { id, status }),
+            None => true,
+        }
+    }
+
+    /// Handles what the helper says: false when it is gone.
+    fn hear(&mut self) -> bool {
+        match wire::recv::<ToZygote>(self.socket.as_fd()) {
+            Ok(Some((ToZygote::Kill { id }, _))) => {
+                if let Some(call) = self.running.get(&id) {
+                    signal(call.pid);
+                }
+                true
+            }
+            Ok(Some((ToZygote::Enter, fds))) => {
+                let failed = enter(fds.first());
+                // The first init is born in the first cgroup.
+                self.ready_spare();
+                self.send(&FromZygote::Entered { failed })
             }
             Ok(Some((fork @ ToZygote::Fork { .. }, mut fds))) => {
                 let ToZygote::Fork { id, then_enter, .. } = fork else {
                     unreachable!()
                 };
                 let then = then_enter.then(|| fds.pop()).flatten();
-                let outcome = match start(zygote, ready, ids, fork, fds, &mut running) {
+                let outcome = match self.start(fork, fds) {
                     Ok(call) => {
-                        running.insert(id, call);
+                        self.running.insert(id, call);
                         // The next command is born in the next cgroup.
                         let failed = then.and_then(|then| enter(Some(&then)));
                         FromZygote::Started { id, failed }
@@ -215,101 +260,195 @@ fn serve(zygote: &Zygote, ready: &Ready, socket: &OwnedFd) {
                         status: Status::Refused(why),
                     },
                 };
-                if wire::send(socket.as_fd(), &outcome, &[]).is_err() {
-                    return;
+                let sent = self.send(&outcome);
+                // While the command runs, when another may follow.
+                if self.zygote.setup.many {
+                    self.ready_spare();
                 }
+                sent
             }
             // The helper is gone.
-            Ok(None) | Err(_) => return,
+            Ok(None) | Err(_) => false,
         }
     }
-}
 
-/// Clones the init of the command of `fork`; `fds` are what the helper attached to it.
-fn start(
-    zygote: &Zygote,
-    ready: &Ready,
-    ids: (libc::uid_t, libc::gid_t),
-    fork: ToZygote,
-    fds: Vec<OwnedFd>,
-    running: &mut HashMap<u64, Running>,
-) -> Result<Running, String> {
-    let ToZygote::Fork {
-        command,
-        protected,
-        hidden,
-        address_space,
-        proxy,
-        ..
-    } = fork
-    else {
-        unreachable!("only a fork starts a command")
-    };
-    let mut fds = fds.into_iter();
-    let out = fds.next().ok_or("no output pipe came with the command")?;
-    let handover = match proxy {
-        true => Some(fds.next().ok_or("no proxy channel came with the command")?),
-        false => None,
-    };
-    let (status_read, status_write) =
-        process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
-    let mut flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS;
-    if let Network::Allow(_) = zygote.setup.network {
-        flags |= libc::CLONE_NEWNET;
+    /// Sends `message` to the helper: false when it is gone.
+    fn send(&self, message: &FromZygote) -> bool {
+        wire::send(self.socket.as_fd(), message, &[]).is_ok()
     }
-    let started = Instant::now();
-    let pid = ns::clone(flags).map_err(|e| {
-        refusal(format!(
-            "the kernel refused to create the command's namespaces: {e}{}",
-            super::server::NAMESPACE_HINT
-        ))
-    })?;
-    if pid == 0 {
-        // Nothing of the other commands stays open in this one's init.
-        running.clear();
-        drop(status_read);
-        init::run(CallInit {
-            setup: &zygote.setup,
-            plan: &zygote.plan,
-            rules: &ready.rules,
-            ids,
+
+    /// Clones the next command's init, unless one is ready already. A failure waits for the
+    /// next command, which is then refused with it.
+    fn ready_spare(&mut self) {
+        if self.spare.is_none() {
+            self.spare = self.clone_init().ok();
+        }
+    }
+
+    /// Clones a command's init, which readies itself ahead of its command.
+    fn clone_init(&mut self) -> Result<Spare, String> {
+        let zygote = self.zygote;
+        let (status_read, status_write) =
+            process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+        let (control, theirs) =
+            process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+        let mut flags = libc::CLONE_NEWUSER
+            | libc::CLONE_NEWPID
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
+        if let Network::Allow(_) = zygote.setup.network {
+            flags |= libc::CLONE_NEWNET;
+        }
+        let pid = ns::clone(flags).map_err(|e| {
+            refusal(format!(
+                "the kernel refused to create the command's namespaces: {e}{}",
+                super::server::NAMESPACE_HINT
+            ))
+        })?;
+        if pid == 0 {
+            // Nothing of the other commands, nor the helper's socket, stays open in this one's
+            // init.
+            self.running.clear();
+            drop((status_read, control));
+            // SAFETY: closing this process's copy of the helper's socket, never used here.
+            unsafe { libc::close(self.socket.as_raw_fd()) };
+            init::run(Prepared {
+                setup: &zygote.setup,
+                plan: &zygote.plan,
+                rules: &self.ready.rules,
+                ids: self.ready.ids,
+                memory: zygote.setup.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT),
+                granted: &self.ready.view.granted,
+                control: theirs,
+                status: status_write,
+            });
+        }
+        drop((theirs, status_write));
+        // SAFETY: a plain system call on this process's own child; the result is checked.
+        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if pidfd < 0 {
+            let e = io::Error::last_os_error();
+            signal(pid);
+            // SAFETY: reaping the child just signalled.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
+            return Err(format!("cannot follow the command's init: {e}"));
+        }
+        // Read when readable, without waiting for the init's exit.
+        // SAFETY: setting a flag on a descriptor this function owns.
+        unsafe { libc::fcntl(status_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        Ok(Spare {
+            pid,
+            // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
+            pidfd: unsafe { OwnedFd::from_raw_fd(pidfd as i32) },
+            control,
+            status: File::from(status_read),
+        })
+    }
+
+    /// Hands the command of `fork` to the ready init; `fds` are what the helper attached to it.
+    fn start(&mut self, fork: ToZygote, fds: Vec<OwnedFd>) -> Result<Running, String> {
+        let ToZygote::Fork {
             command,
             protected,
             hidden,
             address_space,
-            memory: zygote.setup.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT),
-            granted: &ready.view.granted,
-            out,
-            status: Some(status_write),
-            handover,
-        });
+            proxy,
+            ..
+        } = fork
+        else {
+            unreachable!("only a fork starts a command")
+        };
+        let spare = match self.spare.take() {
+            Some(spare) => spare,
+            None => self.clone_init()?,
+        };
+        // Its mount namespace, which only it may open (it is not dumpable).
+        let Ok(Some(((), mut namespace))) = wire::recv::<()>(spare.control.as_fd()) else {
+            // It could not ready itself: it says why on its way out.
+            return Err(refused(spare));
+        };
+        let Some(mounts) = namespace.pop() else {
+            signal(spare.pid);
+            return Err(refused(spare));
+        };
+        let workspace = wire::to_path(&self.zygote.setup.workspace);
+        let covers = view::Covers {
+            workspace: &workspace,
+            protected: &protected,
+            hidden: &hidden,
+        };
+        if let Err(why) = within(&mounts, &self.ready.mounts, || view::cover(&covers)) {
+            signal(spare.pid);
+            refused(spare);
+            return Err(refusal(why));
+        }
+        let go = Go {
+            command,
+            address_space,
+        };
+        let attached: Vec<_> = fds
+            .iter()
+            .take(1 + usize::from(proxy))
+            .map(AsFd::as_fd)
+            .collect();
+        if let Err(e) = wire::send(spare.control.as_fd(), &go, &attached) {
+            signal(spare.pid);
+            refused(spare);
+            return Err(format!("cannot hand the command to its init: {e}"));
+        }
+        Ok(Running {
+            pid: spare.pid,
+            pidfd: spare.pidfd,
+            status: Some(spare.status),
+            deadline: Instant::now() + Duration::from_millis(self.zygote.setup.timeout_ms),
+            timed_out: false,
+            reported: false,
+        })
     }
-    drop((out, handover, status_write));
-    // SAFETY: a plain system call on this process's own child; the result is checked.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        let e = io::Error::last_os_error();
-        signal(pid);
-        // SAFETY: reaping the child just signalled.
-        unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
-        return Err(format!("cannot follow the command's init: {e}"));
+}
+
+/// Runs `cover` in the mount namespace `theirs`, then comes back to `ours`: the zygote may
+/// mount into the namespaces of the inits it cloned, whose user namespaces its own owns.
+fn within(
+    theirs: &OwnedFd,
+    ours: &OwnedFd,
+    cover: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
+    // SAFETY: entering a mount namespace by its descriptor; the zygote is single-threaded.
+    if unsafe { libc::setns(theirs.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+        return Err(format!(
+            "cannot enter the command's mount namespace: {}",
+            io::Error::last_os_error()
+        ));
     }
-    // Read when readable, without waiting for the init's exit.
-    // SAFETY: setting a flag on a descriptor this function owns.
-    unsafe { libc::fcntl(status_read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
-    Ok(Running {
-        pid,
-        // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
-        pidfd: unsafe { OwnedFd::from_raw_fd(pidfd as i32) },
-        status: Some(File::from(status_read)),
-        deadline: started + Duration::from_millis(zygote.setup.timeout_ms),
-        timed_out: false,
-        reported: false,
-    })
+    let covered = cover();
+    // SAFETY: as above. Staying in a command's namespace would put the next ones wrong.
+    if unsafe { libc::setns(ours.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+        exit();
+    }
+    covered
+}
+
+/// Why an init that could not ready itself, or was given up, did not run its command: what it
+/// says on its status pipe once it has exited, which this waits for.
+fn refused(spare: Spare) -> String {
+    // SAFETY: reaping this process's own child.
+    unsafe { libc::waitpid(spare.pid, std::ptr::null_mut(), libc::__WALL) };
+    let mut report = Vec::new();
+    let _ = (&spare.status).read_to_end(&mut report);
+    match serde_json::from_slice::<Status>(&report) {
+        Ok(Status::Refused(why)) => why,
+        _ => "the command's init ended before its command came".into(),
+    }
+}
+
+fn pollfd(fd: i32) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
 }
 
 /// Moves the zygote into the memory cgroup whose task file is `join`: why it could not.
@@ -332,7 +471,7 @@ fn signal(pid: libc::pid_t) {
 /// What the init of `call` says about how the command ended, read once its status pipe is
 /// readable: the status when it says it (nothing of the command runs any more then), none
 /// when the pipe ended without it (the init was killed: its exit must be waited for).
-fn hear(call: &mut Running, timeout_ms: u64) -> Option<Status> {
+fn heard(call: &mut Running, timeout_ms: u64) -> Option<Status> {
     let mut report = Vec::new();
     let _ = call.status.as_ref()?.read_to_end(&mut report);
     call.status = None;
