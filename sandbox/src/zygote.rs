@@ -182,7 +182,11 @@ impl Server<'_> {
             let ids: Vec<u64> = self.running.keys().copied().collect();
             for id in &ids {
                 let call = &self.running[id];
-                let status = call.status.as_ref().map_or(-1, |f| f.as_raw_fd());
+                // A one-command shell reports once the init is gone; see `follow`.
+                let status = match self.zygote.setup.many {
+                    true => call.status.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                    false => -1,
+                };
                 fds.extend([pollfd(call.pidfd.as_raw_fd()), pollfd(status)]);
             }
             // SAFETY: a valid array of pollfd.
@@ -207,6 +211,12 @@ impl Server<'_> {
 
     /// Follows call `id`, whose init `exited` or `said` how its command ended: false when the
     /// helper is gone.
+    ///
+    /// A command is reported as soon as its init says how it ended (nothing of it runs any
+    /// more then), before the init's exit takes its namespaces down. A one-command shell waits
+    /// for that exit instead: its helper removes the stand-ins of missing protected paths
+    /// right after, and removing one that is still mounted on in a namespace costs an RCU
+    /// grace period (about 0.2 ms each), where taking the namespace down costs one.
     fn follow(&mut self, id: u64, exited: bool, said: bool) -> bool {
         let timeout_ms = self.zygote.setup.timeout_ms;
         let call = self.running.get_mut(&id).expect("a running call");
@@ -215,9 +225,11 @@ impl Server<'_> {
             false => None,
         };
         if exited {
-            let call = self.running.remove(&id).expect("a running call");
+            let mut call = self.running.remove(&id).expect("a running call");
             if !call.reported {
-                status = status.or_else(|| Some(reap(&call, timeout_ms)));
+                status = status
+                    .or_else(|| heard(&mut call, timeout_ms))
+                    .or_else(|| Some(reap(&call, timeout_ms)));
             }
             // SAFETY: reaping this process's own child, which exited.
             unsafe { libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) };
