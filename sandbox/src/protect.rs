@@ -121,16 +121,22 @@ impl Guard {
     /// missing one is to be kept uncreatable), relaxed ones left out. Symbolic links are not
     /// followed.
     pub fn scan(&self) -> Vec<Protected> {
+        self.scan_but(&|_| false)
+    }
+
+    /// [`Guard::scan`], not entering the directories for which `known` is true (the empty
+    /// stand-ins a shell holds).
+    pub fn scan_but(&self, known: &dyn Fn(&Path) -> bool) -> Vec<Protected> {
         let mut found = Vec::new();
         for name in ROOT_NAMES {
             self.push(&mut found, self.workspace.join(name), Rule::Root(name));
         }
-        self.scan_dir(&self.workspace, &mut found);
+        self.scan_dir(&self.workspace, known, &mut found);
         found
     }
 
     /// Scans `dir` and what is below it, unless it is a cache directory (below the root).
-    fn scan_dir(&self, dir: &Path, found: &mut Vec<Protected>) {
+    fn scan_dir(&self, dir: &Path, known: &dyn Fn(&Path) -> bool, found: &mut Vec<Protected>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -159,8 +165,8 @@ impl Guard {
         for (path, rule) in here {
             self.push(found, path, rule);
         }
-        for sub in subdirs {
-            self.scan_dir(&sub, found);
+        for sub in subdirs.iter().filter(|sub| !known(sub)) {
+            self.scan_dir(sub, known, found);
         }
     }
 

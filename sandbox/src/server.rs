@@ -107,6 +107,29 @@ struct Server {
     shield: Shield,
     /// Since when no command has run, while the shield is still raised.
     idle: Option<Instant>,
+    covers: Covers,
+}
+
+/// The generations of what commands' views cover: the protected paths, as the shield counts
+/// them, and the hidden paths that exist.
+#[derive(Default)]
+struct Covers {
+    shield: u64,
+    hidden: Vec<Vec<u8>>,
+    generation: u64,
+}
+
+impl Covers {
+    /// The generation of covering the shield's generation `shield` and `hidden`: a new one
+    /// when either changed since the command before.
+    fn generation(&mut self, shield: u64, hidden: &[Vec<u8>]) -> u64 {
+        if shield != self.shield || hidden != self.hidden {
+            self.shield = shield;
+            self.hidden = hidden.to_vec();
+            self.generation += 1;
+        }
+        self.generation
+    }
 }
 
 /// How long the shield stays raised after the last command, for a command that follows: its
@@ -216,6 +239,7 @@ impl Server {
             calls: HashMap::new(),
             shield,
             idle: None,
+            covers: Covers::default(),
         })
     }
 
@@ -285,8 +309,8 @@ impl Server {
             write_report(&report, &Report::refused(why));
         };
         self.idle = None;
-        let protected = match self.shield.raise() {
-            Ok(protected) => protected,
+        let raised = match self.shield.raise() {
+            Ok(raised) => raised,
             Err(why) => {
                 self.settle();
                 return refuse(why);
@@ -312,7 +336,8 @@ impl Server {
         let fork = ToZygote::Fork {
             id,
             command,
-            protected: protected.clone(),
+            protected: raised.protected.clone(),
+            generation: self.covers.generation(raised.generation, &hidden),
             hidden,
             address_space,
             proxy: handover.is_some(),
@@ -339,7 +364,7 @@ impl Server {
             id,
             Call {
                 report,
-                protected,
+                protected: raised.protected,
                 cgroup,
                 proxy,
                 memory,

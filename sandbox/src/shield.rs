@@ -38,18 +38,29 @@ const ATTEMPTS: usize = 8;
 pub(super) struct Shield {
     guard: Guard,
     workspace: OwnedFd,
-    /// The protected directories held, by the path the user names them with.
+    /// The protected paths held, by the path the user names them with.
     held: HashMap<String, Held>,
+    /// Counts the changes of what is protected: a path protected, or let go of, or found
+    /// replaced.
+    generation: u64,
 }
 
-/// A protected directory, held with a shared lock.
+/// A protected path, as found; a directory is held with a shared lock.
 struct Held {
     parent: OwnedFd,
     name: CString,
-    dir: OwnedFd,
-    /// The directory's (device, inode).
+    /// The directory, locked; none for a file.
+    dir: Option<OwnedFd>,
+    /// The (device, inode) of what is at the path.
     identity: (u64, u64),
     stand_in: bool,
+}
+
+/// The protected paths of the workspace for a command, and the generation of that list: the
+/// same generation, the same paths with the same files and directories at them.
+pub(super) struct Raised {
+    pub protected: Vec<String>,
+    pub generation: u64,
 }
 
 impl Shield {
@@ -64,6 +75,7 @@ impl Shield {
             guard: Guard::new(&root, &unprotect),
             workspace,
             held: HashMap::new(),
+            generation: 0,
         })
     }
 
@@ -71,17 +83,25 @@ impl Shield {
     /// each that is missing, for a command about to start: the protected paths, relative to
     /// the workspace. A symbolic link where a protected path should be refuses the command: it
     /// could lead anywhere, and a mount cannot cover a link.
-    pub fn raise(&mut self) -> Result<Vec<String>, String> {
+    pub fn raise(&mut self) -> Result<Raised, String> {
         let mut shown = Vec::new();
         let mut kept = HashMap::new();
-        for protected in self.guard.scan() {
+        let mut changed = false;
+        // Nothing is below a stand-in of a shell: it is made empty and shown read-only.
+        let stand_in = |path: &Path| {
+            let rel = self.guard.shown(path);
+            self.held.get(&rel).is_some_and(|h| h.stand_in)
+        };
+        for protected in self.guard.scan_but(&stand_in) {
             let rel = self.guard.shown(&protected.path);
             match self.held.remove(&rel) {
                 Some(held) if held.in_place() => {
                     kept.insert(rel.clone(), held);
                 }
-                // Moved or removed since (by the user): held again as it is now.
-                _ => {
+                // New, or moved or removed since (by the user): held as it is now.
+                replaced => {
+                    changed = true;
+                    drop(replaced);
                     if let Some(held) = self.add(&protected, &rel)? {
                         kept.insert(rel.clone(), held);
                     }
@@ -90,17 +110,23 @@ impl Shield {
             shown.push(rel);
         }
         // What is no longer protected is let go of.
+        changed |= !self.held.is_empty();
         self.held = kept;
-        Ok(shown)
+        self.generation += u64::from(changed);
+        Ok(Raised {
+            protected: shown,
+            generation: self.generation,
+        })
     }
 
     /// Lets go of every protected path: the stand-ins no one else holds are removed.
     pub fn lower(&mut self) {
+        self.generation += u64::from(!self.held.is_empty());
         self.held.clear();
     }
 
-    /// Holds the protected path `rel`, making a stand-in when it is missing: the directory
-    /// held, none for a file (or what cordon's user cannot create either).
+    /// Holds the protected path `rel`, making a stand-in when it is missing: none for what
+    /// cordon's user cannot create either.
     fn add(&self, protected: &Protected, rel: &str) -> Result<Option<Held>, String> {
         let guard = &self.guard;
         let rel_path = Path::new(rel);
@@ -123,14 +149,20 @@ impl Shield {
                         return Err(symlink(guard, protected));
                     }
                     if !meta.is_dir() {
-                        return Ok(None);
+                        return Ok(Some(Held {
+                            parent,
+                            name,
+                            dir: None,
+                            identity: (meta.dev(), meta.ino()),
+                            stand_in: false,
+                        }));
                     }
                     match hold(&parent, &name, &at).map_err(fail)? {
                         Some((dir, identity)) => {
                             return Ok(Some(Held {
                                 parent,
                                 name,
-                                dir,
+                                dir: Some(dir),
                                 identity,
                                 stand_in: meta.mode() & 0o7777 == STAND_IN_MODE,
                             }));
@@ -241,16 +273,14 @@ fn reopen(at: &OwnedFd) -> io::Result<OwnedFd> {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if !self.stand_in {
+        let (true, Some(dir)) = (self.stand_in, &self.dir) else {
             return;
-        }
+        };
         // SAFETY: valid descriptors and C string. The lock is ours only when no other call
         // holds the stand-in; it is removed only while still at its name (a directory the
         // user put there since stays), and removing fails (and is left alone) unless empty.
         unsafe {
-            if libc::flock(self.dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0
-                && self.in_place()
-            {
+            if libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 && self.in_place() {
                 libc::unlinkat(
                     self.parent.as_raw_fd(),
                     self.name.as_ptr(),

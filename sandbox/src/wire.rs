@@ -89,6 +89,9 @@ pub(super) enum ToZygote {
         protected: Vec<String>,
         /// The hidden paths that exist now (absolute), to cover.
         hidden: Vec<Vec<u8>>,
+        /// The generation of the protected paths ([`super::shield::Raised`]): when the
+        /// zygote has covered a ready init for it already, it does not again.
+        generation: u64,
         /// The address-space limit of each process, where no memory cgroup bounds the call.
         address_space: Option<u64>,
         proxy: bool,

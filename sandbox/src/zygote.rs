@@ -71,6 +71,7 @@ pub(super) fn main(mut zygote: Zygote, go: OwnedFd, socket: OwnedFd) -> ! {
                 socket: &socket,
                 running: HashMap::new(),
                 spare: None,
+                covers: None,
             }
             .serve();
         }
@@ -104,6 +105,20 @@ struct Spare {
     /// the command.
     control: OwnedFd,
     status: File,
+    /// The init's mount namespace, once it is ready.
+    mounts: Option<OwnedFd>,
+    /// Whether it ended without getting ready: its status says why.
+    failed: bool,
+    /// The generation of covers mounted in it ([`Covers`]).
+    covered: Option<u64>,
+}
+
+/// What the last command's view covered, which the next command's most likely covers too:
+/// a ready init is covered so ahead, and again only when its command's generation differs.
+struct Covers {
+    generation: u64,
+    protected: Vec<String>,
+    hidden: Vec<Vec<u8>>,
 }
 
 /// Takes the sandbox's identity, builds the view and opens the Landlock rules' paths.
@@ -153,6 +168,7 @@ struct Server<'a> {
     running: HashMap<u64, Running>,
     /// The init of the next command, when there is one ready ahead.
     spare: Option<Spare>,
+    covers: Option<Covers>,
 }
 
 impl Server<'_> {
@@ -178,7 +194,11 @@ impl Server<'_> {
                 let left = deadline.saturating_duration_since(Instant::now());
                 left.as_millis().clamp(1, i32::MAX as u128) as i32
             });
-            let mut fds = vec![pollfd(self.socket.as_raw_fd())];
+            let waiting = (self.spare.as_ref()).filter(|s| s.mounts.is_none() && !s.failed);
+            let mut fds = vec![
+                pollfd(self.socket.as_raw_fd()),
+                pollfd(waiting.map_or(-1, |s| s.control.as_raw_fd())),
+            ];
             let ids: Vec<u64> = self.running.keys().copied().collect();
             for id in &ids {
                 let call = &self.running[id];
@@ -197,8 +217,11 @@ impl Server<'_> {
                 }
                 return;
             }
+            if fds[1].revents != 0 {
+                self.cover_spare();
+            }
             for (i, id) in ids.iter().enumerate() {
-                let (exited, said) = (fds[1 + 2 * i].revents != 0, fds[2 + 2 * i].revents != 0);
+                let (exited, said) = (fds[2 + 2 * i].revents != 0, fds[3 + 2 * i].revents != 0);
                 if (exited || said) && !self.follow(*id, exited, said) {
                     return;
                 }
@@ -289,6 +312,32 @@ impl Server<'_> {
         wire::send(self.socket.as_fd(), message, &[]).is_ok()
     }
 
+    /// Takes the mount namespace of the spare init, which says it is ready, and covers it as
+    /// the last command's view was. An init that could not ready itself is left as it is: its
+    /// command is refused with why.
+    fn cover_spare(&mut self) {
+        let Some(spare) = self.spare.as_mut() else {
+            return;
+        };
+        let Ok(Some(((), mut namespace))) = wire::recv::<()>(spare.control.as_fd()) else {
+            spare.failed = true;
+            return;
+        };
+        spare.mounts = namespace.pop();
+        spare.failed = spare.mounts.is_none();
+        if let (Some(mounts), Some(covers)) = (&spare.mounts, &self.covers) {
+            let workspace = wire::to_path(&self.zygote.setup.workspace);
+            let view = view::Covers {
+                workspace: &workspace,
+                protected: &covers.protected,
+                hidden: &covers.hidden,
+            };
+            if within(mounts, &self.ready.mounts, || view::cover(&view)).is_ok() {
+                spare.covered = Some(covers.generation);
+            }
+        }
+    }
+
     /// Clones the next command's init, unless one is ready already. A failure waits for the
     /// next command, which is then refused with it.
     fn ready_spare(&mut self) {
@@ -355,6 +404,9 @@ impl Server<'_> {
             pidfd: unsafe { OwnedFd::from_raw_fd(pidfd as i32) },
             control,
             status: File::from(status_read),
+            mounts: None,
+            failed: false,
+            covered: None,
         })
     }
 
@@ -364,6 +416,7 @@ impl Server<'_> {
             command,
             protected,
             hidden,
+            generation,
             address_space,
             proxy,
             ..
@@ -371,30 +424,42 @@ impl Server<'_> {
         else {
             unreachable!("only a fork starts a command")
         };
-        let spare = match self.spare.take() {
-            Some(spare) => spare,
-            None => self.clone_init()?,
-        };
-        // Its mount namespace, which only it may open (it is not dumpable).
-        let Ok(Some(((), mut namespace))) = wire::recv::<()>(spare.control.as_fd()) else {
-            // It could not ready itself: it says why on its way out.
-            return Err(refused(spare));
-        };
-        let Some(mounts) = namespace.pop() else {
-            signal(spare.pid);
-            return Err(refused(spare));
-        };
-        let workspace = wire::to_path(&self.zygote.setup.workspace);
-        let covers = view::Covers {
-            workspace: &workspace,
-            protected: &protected,
-            hidden: &hidden,
-        };
-        if let Err(why) = within(&mounts, &self.ready.mounts, || view::cover(&covers)) {
-            signal(spare.pid);
-            refused(spare);
-            return Err(refusal(why));
+        if self.spare.is_none() {
+            self.spare = Some(self.clone_init()?);
         }
+        if self
+            .spare
+            .as_ref()
+            .is_some_and(|s| s.mounts.is_none() && !s.failed)
+        {
+            // Its mount namespace, which only it may open (it is not dumpable).
+            self.cover_spare();
+        }
+        let spare = self.spare.take().expect("a ready init");
+        let Some(mounts) = &spare.mounts else {
+            // It could not ready itself: it says why on its way out.
+            signal(spare.pid);
+            return Err(refused(spare));
+        };
+        let covers = Covers {
+            generation,
+            protected,
+            hidden,
+        };
+        if spare.covered != Some(generation) {
+            let workspace = wire::to_path(&self.zygote.setup.workspace);
+            let view = view::Covers {
+                workspace: &workspace,
+                protected: &covers.protected,
+                hidden: &covers.hidden,
+            };
+            if let Err(why) = within(mounts, &self.ready.mounts, || view::cover(&view)) {
+                signal(spare.pid);
+                refused(spare);
+                return Err(refusal(why));
+            }
+        }
+        self.covers = Some(covers);
         let go = Go {
             command,
             address_space,

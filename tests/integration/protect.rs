@@ -265,3 +265,55 @@ fn session_and_mcp_refuse_the_same_writes_and_find_the_same_toolchains() {
     assert!(!protected_contents(&c)[1].contains("evil"));
     assert_eq!(c.read(".vscode/settings.json"), "{}\n");
 }
+
+/// A session keeps its shell between calls, and what each command may not change is
+/// what is protected when it starts: a repository the command before made, a stand-in the
+/// user replaced by a file of their own, a file the user replaced.
+#[test]
+fn a_session_protects_what_changed_since_its_last_command() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let c = repository();
+    let mut session = c
+        .command()
+        .arg("session")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = session.stdin.take().unwrap();
+    let mut output = BufReader::new(session.stdout.take().unwrap());
+    let mut bash = |command: &str| {
+        let request = json!({"tool": "bash", "input": {"command": command}});
+        writeln!(input, "{request}").unwrap();
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        let response: serde_json::Value = serde_json::from_str(&line).unwrap();
+        response["output"].as_str().unwrap_or_default().to_string()
+    };
+    assert_eq!(bash("git init -q nested && echo made"), "made\n");
+    let out = bash("echo evil > nested/.git/hooks/post-checkout; exit 0");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(!c.path("nested/.git/hooks/post-checkout").exists());
+
+    // The command before left the stand-in of the missing .envrc; the user puts a file there.
+    assert!(
+        c.path(".envrc").is_dir(),
+        "the stand-in lingers between commands"
+    );
+    std::fs::remove_dir(c.path(".envrc")).unwrap();
+    c.write(".envrc", "the user's\n");
+    let out = bash("echo evil >> .envrc; exit 0");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert_eq!(c.read(".envrc"), "the user's\n");
+
+    // The user replaces .git/config: the command sees the new one, and may not change it.
+    let fresh = c.write("config.new", "[core]\n\tbare = false\n# fresh\n");
+    std::fs::rename(fresh, c.path(".git/config")).unwrap();
+    let out = bash("cat .git/config; echo evil >> .git/config; exit 0");
+    assert!(out.contains("# fresh"), "{out}");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(!c.read(".git/config").contains("evil"));
+    drop(input);
+    assert!(session.wait().unwrap().success());
+}
