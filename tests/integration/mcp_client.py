@@ -238,6 +238,14 @@ async def long_calls(session, token, edited):
     return out
 
 
+async def arrived(messages, count):
+    """Waits up to 5 s for `count` messages: over HTTP, log messages come on the session's
+    standalone stream, not with the call's answer."""
+    with anyio.move_on_after(5):
+        while len(messages) < count:
+            await anyio.sleep(0.01)
+
+
 async def logged(config):
     """Log messages sent to a client that asks for them, in each lifecycle."""
     out = {"legacy": [], "modern": []}
@@ -253,8 +261,10 @@ async def logged(config):
             await session.call_tool("read_file", {"path": "a.txt"})
             await session.set_logging_level("info")
             await session.call_tool("read_file", {"path": "missing.txt"})
+            await arrived(out["legacy"], 1)
     async with Client(connect(config), mode=MODERN, log_level="info", logging_callback=collect(out["modern"])) as client:
         await client.call_tool("read_file", {"path": "a.txt"})
+        await arrived(out["modern"], 1)
     return out
 
 
