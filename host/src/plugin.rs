@@ -20,6 +20,7 @@ use crate::caps;
 use crate::engine::{Engine, TICK};
 use crate::grants::{Grants, Roots};
 use crate::schema::InputSchema;
+use crate::shell::Stop;
 use crate::spec::{Limits, Source};
 use crate::state::State;
 use crate::watch::Watch;
@@ -196,6 +197,18 @@ impl Plugin {
         context: Context,
         watch: Watch,
     ) -> Result<Answer, String> {
+        let started =
+            |e: String| format!("the {} plugin could not be started: {e}", self.core.name);
+        // A shell command holds the worker's thread until it ends, where the worker cannot
+        // drop it: this side stops it when the call is given up (dropped, past its deadline).
+        let stop = match self.core.grants.shell {
+            Some(_) => Some(
+                Stop::new()
+                    .map_err(|e| started(format!("cannot make its commands stoppable: {e}")))?,
+            ),
+            None => None,
+        };
+        let _stop = stop.clone().map(StopOnDrop);
         let (answer, answered) = tokio::sync::oneshot::channel();
         let core = self.core.clone();
         let owned_tool = tool.to_string();
@@ -206,7 +219,7 @@ impl Plugin {
                 // it stands: a guest in wasm at its next epoch tick, a shell command at once.
                 let result = crate::workers::block_on(async {
                     tokio::select! {
-                        result = core.run(&owned_tool, &input, context, watch) => Some(result),
+                        result = core.run(&owned_tool, &input, context, watch, stop) => Some(result),
                         () = answer.closed() => None,
                     }
                 });
@@ -214,7 +227,7 @@ impl Plugin {
                     let _ = answer.send(result);
                 }
             })
-            .map_err(|e| format!("the {} plugin could not be started: {e}", self.core.name))?;
+            .map_err(|e| started(e.to_string()))?;
         match tokio::time::timeout(self.core.limits.timeout + TICK, answered).await {
             Ok(Ok(result)) => result,
             Ok(Err(_)) => Err(format!(
@@ -223,6 +236,15 @@ impl Plugin {
             )),
             Err(_) => Err(self.core.over_time()),
         }
+    }
+}
+
+/// Stops a call's shell commands when dropped: after they ended, harmless.
+struct StopOnDrop(Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 
@@ -244,12 +266,14 @@ impl Core {
         input: &str,
         context: Context,
         watch: Watch,
+        stop: Option<Stop>,
     ) -> Result<Answer, String> {
         let (mut store, instance) = self
             .instantiate(context.dry_run)
             .await
             .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
         store.data_mut().watch = watch;
+        store.data_mut().stop = stop;
         // The epoch deadline stops a guest spinning in wasm; the timer also stops a call
         // waiting in the host (a shell command), one tick later, dropping what it waits on.
         let call = instance

@@ -41,6 +41,8 @@ pub(crate) struct State {
     pub(crate) protected: Vec<String>,
     /// What the front door follows the call's shell commands with.
     pub(crate) watch: crate::watch::Watch,
+    /// Given when the call is given up: its shell commands' trees are killed.
+    pub(crate) stop: Option<crate::shell::Stop>,
     http: WasiHttpCtx,
     hooks: HttpHooks,
 }
@@ -100,6 +102,7 @@ impl State {
             blocked: Vec::new(),
             protected: Vec::new(),
             watch: Default::default(),
+            stop: None,
             http: WasiHttpCtx::new(),
             hooks,
         })

@@ -460,8 +460,8 @@ impl Server {
             .iter()
             .filter(|path| {
                 let path = wire::to_path(path);
-                std::fs::symlink_metadata(&path).is_ok()
-                    && self.granted.iter().any(|tree| path.starts_with(tree))
+                self.granted.iter().any(|tree| path.starts_with(tree))
+                    && std::fs::symlink_metadata(&path).is_ok()
             })
             .cloned()
             .collect()
@@ -480,8 +480,11 @@ impl Server {
             }
             write_report(&call.report, &Report::refused(why.to_string()));
         }
-        for cgroup in [self.memory.current.take(), self.memory.spare.take()] {
-            cgroup.map(Cgroup::remove);
+        for cgroup in [self.memory.current.take(), self.memory.spare.take()]
+            .into_iter()
+            .flatten()
+        {
+            cgroup.remove();
         }
     }
 }

@@ -207,9 +207,11 @@ impl<'r> Pending<'r> {
         // The command's thread waits for the answer; this task asks.
         let (questions, mut asked) = tokio::sync::mpsc::unbounded_channel();
         watch.asker = Some(crate::shell::Asker::new(move |host, port| {
-            let (reply, answer) = tokio::sync::oneshot::channel();
+            // The command's thread is inside its worker's async runtime: a std channel may
+            // block there.
+            let (reply, answer) = std::sync::mpsc::sync_channel(1);
             questions.send((host.to_string(), port, reply)).is_ok()
-                && answer.blocking_recv().unwrap_or(false)
+                && answer.recv().unwrap_or(false)
         }));
         let run = self.runtime.run(call, false, watch);
         tokio::pin!(run);
