@@ -5,10 +5,10 @@
 //! The cgroup is created below the helper's own cgroup in whichever hierarchy has the
 //! `memory` controller: the unified (v2) one, else the v1 `memory` one. The zygote moves
 //! itself into it before it starts the command ([`Cgroup::join`]: its single thread, by
-//! writing `0` to `tasks` in v1, 0.5 ms; moving another process, or a thread group through
+//! writing `0` to `tasks` in v1, 30 µs; moving another process, or a thread group through
 //! `cgroup.procs`, waits for an RCU grace period, 5–30 ms measured), so the command's init is
-//! born in it, and everything the command starts inherits it. After the command the helper reads whether the kernel killed
-//! anything for lack of memory, then removes the cgroup.
+//! born in it, and everything the command starts inherits it. After the command the helper
+//! reads whether the kernel killed anything for lack of memory, then removes the cgroup.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, BorrowedFd};

@@ -99,6 +99,22 @@ fn a_background_child_does_not_hold_the_call() {
 }
 
 #[test]
+fn a_command_longer_than_an_argument_may_be_fails_with_a_clear_text_and_the_next_runs() {
+    let c = Cordon::new();
+    let long = json!({"tool": "bash", "input": {"command": format!(": {}", "a".repeat(200_000))}});
+    let next = json!({"tool": "bash", "input": {"command": "echo next"}});
+    let out = c.session(format!("{long}\n{next}\n"));
+    let text = out[0]["output"].as_str().unwrap();
+    assert!(
+        text.contains(
+            "the command is too long for bash -c (the kernel limits one argument to 128 KiB)"
+        ),
+        "{text}"
+    );
+    assert_eq!(out[1]["output"], "next\n");
+}
+
+#[test]
 fn stdin_is_empty() {
     let c = Cordon::new().with_args(&["--timeout", "5"]);
     warm_up(&c);
