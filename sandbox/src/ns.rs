@@ -8,6 +8,21 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+/// The namespaces of their own that the zygote and each command's init are cloned into (the
+/// network namespace is added where commands have one).
+pub(super) const EVERY_COMMAND: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS;
+
+/// What may stand in the way of namespaces, for the refusal.
+pub(super) const NAMESPACE_HINT: &str = " (user namespaces may be disabled, see the sysctls \
+                                         user.max_user_namespaces and \
+                                         kernel.unprivileged_userns_clone, or refused by a \
+                                         container's seccomp profile, which must allow clone \
+                                         and unshare with CLONE_NEWUSER)";
+
 /// The user (and group) a command runs as, outside its user namespace, when cordon runs as
 /// root: `nobody`, who owns nothing of the system. Inside, it is uid 0.
 pub(super) const SANDBOX_ID: u32 = 65534;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::process::pipe;
 use super::protect;
-use super::wire::{self, Report, Request};
+use super::wire::{self, Report, Request, Setup};
 use super::{Asker, Completion, Hooks, Policy, Progress, SANDBOX_ARG, Status, Stop};
 
 /// How long the host keeps reading output after the helper has reported (the tree is dead by
@@ -35,6 +35,29 @@ pub(super) fn workspace(policy: &Policy) -> Result<(PathBuf, (u64, u64)), String
     let path = policy.workspace.canonicalize().map_err(unusable)?;
     let meta = std::fs::metadata(&path).map_err(unusable)?;
     Ok((path, (meta.dev(), meta.ino())))
+}
+
+/// The set-up of every command of `policy`.
+pub(super) fn setup(policy: &Policy) -> Setup {
+    let bytes = |paths: &[std::path::PathBuf]| paths.iter().map(|p| wire::to_bytes(p)).collect();
+    let workspace = workspace(policy).map_or_else(|_| policy.workspace.clone(), |(p, _)| p);
+    Setup {
+        workspace: wire::to_bytes(&workspace),
+        extra_read: bytes(&policy.extra_read),
+        extra_write: bytes(&policy.extra_write),
+        network: policy.network.clone(),
+        unconfined: policy.unconfined,
+        timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
+        memory_limit: policy.memory_limit,
+        max_processes: policy.max_processes,
+        allow_missing: policy.allow_missing.clone(),
+        unprotect: bytes(&policy.unprotect),
+        home: policy.home.as_deref().map(wire::to_bytes),
+        env: policy.env.clone(),
+        path: bytes(&policy.path),
+        hidden: bytes(&policy.hidden),
+        many: false,
+    }
 }
 
 /// Runs an unconfined command in a helper of its own (see [`super::helper`]).
@@ -59,7 +82,7 @@ pub(super) fn once(policy: &Policy, command: &str, hooks: &Hooks) -> Completion 
 /// Starts the helper of one unconfined command: the helper and the host's ends of its pipes.
 fn spawn(policy: &Policy, command: &str) -> Result<(Child, Pipes), String> {
     let request = Request {
-        setup: super::shell::setup(policy),
+        setup: setup(policy),
         command: command.to_string(),
     };
     workspace(policy)?;

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use super::cgroup::{Cgroup, Cgroups};
 use super::confine::{self, refusal};
-use super::ns;
+use super::ns::{self, NAMESPACE_HINT};
 use super::process;
 use super::proxy::{self, Proxy};
 use super::receipt::{self, Memory};
@@ -42,13 +42,6 @@ use super::view::Sources;
 use super::wire::{self, FromZygote, Report, Setup, ToHelper, ToZygote};
 use super::zygote::{self, Zygote};
 use super::{DEFAULT_MEMORY_LIMIT, Layer, Network, Status};
-
-/// What may stand in the way of namespaces, for the refusal.
-pub(super) const NAMESPACE_HINT: &str = " (user namespaces may be disabled, see the sysctls \
-                                         user.max_user_namespaces and \
-                                         kernel.unprivileged_userns_clone, or refused by a \
-                                         container's seccomp profile, which must allow clone \
-                                         and unshare with CLONE_NEWUSER)";
 
 /// Serves the host on descriptor 0 and exits.
 pub(super) fn serve() -> ! {
@@ -184,11 +177,7 @@ impl Server {
             process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
         let (go_read, go_write) =
             process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
-        let mut flags = libc::CLONE_NEWUSER
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
+        let mut flags = ns::EVERY_COMMAND;
         if setup.network != Network::Open {
             flags |= libc::CLONE_NEWNET;
         }

@@ -201,7 +201,7 @@ impl Shell {
         };
         let setup = Setup {
             many: self.many,
-            ..setup(&self.policy)
+            ..runner::setup(&self.policy)
         };
         wire::send(helper.socket.as_fd(), &setup, &[])
             .map_err(|e| format!("cannot pass the sandbox's set-up on: {e}"))?;
@@ -225,28 +225,5 @@ impl Drop for Shell {
             drop(helper.socket);
             let _ = helper.child.wait();
         }
-    }
-}
-
-/// The set-up of every command of `policy`.
-pub(super) fn setup(policy: &Policy) -> Setup {
-    let bytes = |paths: &[std::path::PathBuf]| paths.iter().map(|p| wire::to_bytes(p)).collect();
-    let workspace = runner::workspace(policy).map_or_else(|_| policy.workspace.clone(), |(p, _)| p);
-    Setup {
-        workspace: wire::to_bytes(&workspace),
-        extra_read: bytes(&policy.extra_read),
-        extra_write: bytes(&policy.extra_write),
-        network: policy.network.clone(),
-        unconfined: policy.unconfined,
-        timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
-        memory_limit: policy.memory_limit,
-        max_processes: policy.max_processes,
-        allow_missing: policy.allow_missing.clone(),
-        unprotect: bytes(&policy.unprotect),
-        home: policy.home.as_deref().map(wire::to_bytes),
-        env: policy.env.clone(),
-        path: bytes(&policy.path),
-        hidden: bytes(&policy.hidden),
-        many: false,
     }
 }

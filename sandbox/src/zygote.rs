@@ -353,18 +353,14 @@ impl Server<'_> {
             process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
         let (control, theirs) =
             process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
-        let mut flags = libc::CLONE_NEWUSER
-            | libc::CLONE_NEWPID
-            | libc::CLONE_NEWNS
-            | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS;
+        let mut flags = ns::EVERY_COMMAND;
         if let Network::Allow(_) = zygote.setup.network {
             flags |= libc::CLONE_NEWNET;
         }
         let pid = ns::clone(flags).map_err(|e| {
             refusal(format!(
                 "the kernel refused to create the command's namespaces: {e}{}",
-                super::server::NAMESPACE_HINT
+                super::ns::NAMESPACE_HINT
             ))
         })?;
         if pid == 0 {
