@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::util::Cordon;
+use crate::util::{Cordon, Live};
 
 /// A workspace holding a git repository with one commit, a hook and editor settings.
 pub(crate) fn repository() -> Cordon {
@@ -271,25 +271,14 @@ fn session_and_mcp_refuse_the_same_writes_and_find_the_same_toolchains() {
 /// user replaced by a file of their own, a file the user replaced.
 #[test]
 fn a_session_protects_what_changed_since_its_last_command() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
     let c = repository();
-    let mut session = c
-        .command()
-        .arg("session")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = session.stdin.take().unwrap();
-    let mut output = BufReader::new(session.stdout.take().unwrap());
+    let mut session = Live::start(&c);
     let mut bash = |command: &str| {
-        let request = json!({"tool": "bash", "input": {"command": command}});
-        writeln!(input, "{request}").unwrap();
-        let mut line = String::new();
-        output.read_line(&mut line).unwrap();
-        let response: serde_json::Value = serde_json::from_str(&line).unwrap();
-        response["output"].as_str().unwrap_or_default().to_string()
+        session.send(json!({"tool": "bash", "input": {"command": command}}));
+        session.receive()["output"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     };
     assert_eq!(bash("git init -q nested && echo made"), "made\n");
     let out = bash("echo evil > nested/.git/hooks/post-checkout; exit 0");
@@ -314,6 +303,5 @@ fn a_session_protects_what_changed_since_its_last_command() {
     assert!(out.contains("# fresh"), "{out}");
     assert!(out.contains("Read-only file system"), "{out}");
     assert!(!c.read(".git/config").contains("evil"));
-    drop(input);
-    assert!(session.wait().unwrap().success());
+    session.finish();
 }

@@ -4,7 +4,7 @@
 //! whole tree. `.ci/run` runs these as root and again as an unprivileged user.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -160,6 +160,29 @@ fn ps_sees_only_the_command_and_no_host_command_line() {
 }
 
 /// The pid of the sandbox helper that `cordon` (`parent`) started, once it runs.
+/// Starts `cordon call bash` of a `sleep` that leaves a `setsid` grandchild sleeping too, both
+/// marked with `mark` (cordon's output to `stdout`), and waits until both run: the cordon
+/// process and its sandbox helper's pid.
+fn sleep_with_a_setsid_grandchild(c: &Cordon, mark: &str, stdout: Stdio) -> (Child, u32) {
+    let input = json!({
+        "command": format!("setsid bash -c 'sleep 100; : {mark}' & sleep 100; : {mark}")
+    });
+    let cordon = c
+        .command()
+        .args(["call", "bash", &input.to_string()])
+        .stdout(stdout)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let helper = helper_of(cordon.id());
+    let until = Instant::now() + Duration::from_secs(20);
+    while processes_with(mark).len() < 2 {
+        assert!(Instant::now() < until, "the command did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (cordon, helper)
+}
+
 fn helper_of(parent: u32) -> u32 {
     let until = Instant::now() + Duration::from_secs(20);
     loop {
@@ -206,22 +229,7 @@ fn sigkill_of_cordon_leaves_no_process_cgroup_or_mount() {
     let c = Cordon::new();
     let mark = marker("orphan");
     let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let input = json!({
-        "command": format!("setsid bash -c 'sleep 100; : {mark}' & sleep 100; : {mark}")
-    });
-    let mut cordon = c
-        .command()
-        .args(["call", "bash", &input.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let helper = helper_of(cordon.id());
-    let until = Instant::now() + Duration::from_secs(20);
-    while processes_with(&mark).len() < 2 {
-        assert!(Instant::now() < until, "the command did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (mut cordon, helper) = sleep_with_a_setsid_grandchild(&c, &mark, Stdio::null());
     // The stand-in of a missing protected path is there during the call...
     assert!(c.path(".envrc").is_dir());
     cordon.kill().unwrap();
@@ -248,22 +256,7 @@ fn sigkill_of_cordon_leaves_no_process_cgroup_or_mount() {
 fn sigkill_of_the_sandbox_helper_leaves_no_process() {
     let c = Cordon::new();
     let mark = marker("helperless");
-    let input = json!({
-        "command": format!("setsid bash -c 'sleep 100; : {mark}' & sleep 100; : {mark}")
-    });
-    let cordon = c
-        .command()
-        .args(["call", "bash", &input.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let helper = helper_of(cordon.id());
-    let until = Instant::now() + Duration::from_secs(20);
-    while processes_with(&mark).len() < 2 {
-        assert!(Instant::now() < until, "the command did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (cordon, helper) = sleep_with_a_setsid_grandchild(&c, &mark, Stdio::piped());
     // SAFETY: signalling the helper this test found.
     unsafe { libc::kill(helper as i32, libc::SIGKILL) };
     let left = wait_until_gone(&mark, Duration::from_secs(5));

@@ -1,16 +1,16 @@
 //! The agent-facing rules: `cordon session`'s protocol, the loop detector, the display, turn
 //! counters, permissions and the ACP view of each call.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::process::Stdio;
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::sandbox::{marker, wait_until_gone};
-use crate::util::Cordon;
+use crate::util::{Cordon, Live};
 
 /// Runs a session over `lines` (one request each) and returns the response lines.
 fn session(cordon: &Cordon, lines: &[Value]) -> Vec<Value> {
@@ -20,53 +20,6 @@ fn session(cordon: &Cordon, lines: &[Value]) -> Vec<Value> {
 
 fn call(tool: &str, input: Value) -> Value {
     json!({"tool": tool, "input": input})
-}
-
-/// A session kept open, to answer permission requests as they come.
-struct Live {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Live {
-    fn start(cordon: &Cordon) -> Self {
-        let mut child = cordon
-            .command()
-            .arg("session")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Live {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    fn send(&mut self, line: Value) {
-        self.send_raw(format!("{line}\n").as_bytes());
-    }
-
-    /// Sends `bytes` as they are.
-    fn send_raw(&mut self, bytes: &[u8]) {
-        self.stdin.write_all(bytes).unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    fn receive(&mut self) -> Value {
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
-    }
-
-    fn finish(mut self) {
-        drop(self.stdin);
-        assert!(self.child.wait().unwrap().success());
-    }
 }
 
 #[test]

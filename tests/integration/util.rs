@@ -1,11 +1,12 @@
 //! The harness: a throwaway workspace and a way to run `cordon` in it.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 
+use serde_json::Value;
 use tempfile::TempDir;
 
 /// A temporary workspace and the options every `cordon` run in it gets.
@@ -296,5 +297,54 @@ impl Server {
     /// The request heads received so far, in order.
     pub fn heads(&self) -> Vec<String> {
         self.heads.lock().unwrap().clone()
+    }
+}
+
+/// A `cordon session` kept open, driven a line at a time (to answer permission requests as
+/// they come, or to run commands one after another in one session).
+pub struct Live {
+    /// The `cordon session` process.
+    pub child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Live {
+    pub fn start(cordon: &Cordon) -> Self {
+        let mut child = cordon
+            .command()
+            .arg("session")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Live {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    pub fn send(&mut self, line: Value) {
+        self.send_raw(format!("{line}\n").as_bytes());
+    }
+
+    /// Sends `bytes` as they are.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.stdin.write_all(bytes).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    pub fn receive(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    }
+
+    pub fn finish(mut self) {
+        drop(self.stdin);
+        assert!(self.child.wait().unwrap().success());
     }
 }
