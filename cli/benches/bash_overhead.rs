@@ -17,18 +17,21 @@
 //!
 //! and then `cordon session` as an agent drives it, one JSON line in and its answer out
 //! through pipes: a session of N bash calls and one of 1, each timed whole, so (N-call
-//! session − 1-call session) / (N − 1) is one more call.
+//! session − 1-call session) / (N − 1) is one more call, against N `bash -c true` in a row,
+//! each session taking turns with those.
 //!
 //! It prints the median, mean and 95th percentile of each, each median as a ratio to the
 //! baseline's, and the two targets: a bash call of `true` in `cordon session` at most 2 ms
 //! above `bash -c true`, and the one-shot call no slower than bubblewrap.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cordon::{Options, Runtime, shell};
+
+#[path = "common/driven.rs"]
+mod driven;
 
 fn main() {
     let calls: usize = std::env::var("CORDON_BENCH_CALLS")
@@ -156,13 +159,18 @@ fn main() {
             median.as_secs_f64() / base.as_secs_f64()
         );
     }
-    let per_call = session_call(&helper, workspace.path(), calls);
+    let (per_call, bash_alone) = session_call(&helper, workspace.path(), calls, &direct);
     println!(
         "{:<30} {:>10}   (a `cordon session` of {calls} bash calls against one of 1, pipes)",
         "cordon session, per call",
         ms(per_call)
     );
-    let above = per_call.as_secs_f64() - medians[0].as_secs_f64();
+    println!(
+        "{:<30} {:>10}   ({calls} in a row, taking turns with those sessions)",
+        "bash -c true, per call",
+        ms(bash_alone)
+    );
+    let above = per_call.as_secs_f64() - bash_alone.as_secs_f64();
     println!(
         "a bash call in cordon session above bash -c true: {:.2} ms (target: at most 2 ms): {}",
         above * 1000.0,
@@ -182,44 +190,46 @@ fn met(yes: bool) -> &'static str {
 }
 
 /// The cost of one more bash call of `true` in a `cordon session` driven through its pipes,
-/// one request after another: the median of 5 sessions of `calls` calls, less the median of
-/// 5 sessions of one, over `calls` − 1.
-fn session_call(cordon: &Path, workspace: &Path, calls: usize) -> Duration {
+/// one request after another: the median of 7 sessions of `calls` calls, less the median of
+/// 7 sessions of one, over `calls` − 1; and, side by side (each session taking turns with
+/// it, so that the machine's drift during the run touches both alike), the median of 7 runs
+/// of `calls` × `direct` over `calls`.
+fn session_call(
+    cordon: &Path,
+    workspace: &Path,
+    calls: usize,
+    direct: &dyn Fn(),
+) -> (Duration, Duration) {
     let session = |n: usize| {
-        let started = Instant::now();
-        let mut child = Command::new(cordon)
+        let mut command = Command::new(cordon);
+        command
             .arg("--workspace")
             .arg(workspace)
             .arg("--cache-dir")
             .arg(std::env::temp_dir().join("cordon-bench-cache"))
-            .arg("session")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("cordon session starts");
-        let mut input = child.stdin.take().unwrap();
-        let mut output = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        for _ in 0..n {
-            input
-                .write_all(b"{\"tool\":\"bash\",\"input\":{\"command\":\"true\"}}\n")
-                .unwrap();
-            line.clear();
-            output.read_line(&mut line).unwrap();
-            assert!(line.contains(r#""status":"completed""#), "{line}");
-        }
-        drop(input);
-        assert!(child.wait().unwrap().success());
-        started.elapsed()
+            .arg("session");
+        driven::session(command, r#"{"tool":"bash","input":{"command":"true"}}"#, n)
     };
     let calls = calls.max(2);
-    let median = |n: usize| {
-        let mut runs: Vec<Duration> = (0..5).map(|_| session(n)).collect();
+    let (mut one, mut many, mut alone) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..7 {
+        one.push(session(1));
+        many.push(session(calls));
+        let started = Instant::now();
+        for _ in 0..calls {
+            direct();
+        }
+        alone.push(started.elapsed());
+    }
+    let median = |mut runs: Vec<Duration>| {
         runs.sort();
-        runs[2]
+        runs[runs.len() / 2]
     };
-    let (one, many) = (median(1), median(calls));
-    many.saturating_sub(one) / (calls as u32 - 1)
+    let (one, many, alone) = (median(one), median(many), median(alone));
+    (
+        many.saturating_sub(one) / (calls as u32 - 1),
+        alone / calls as u32,
+    )
 }
 
 fn ms(d: Duration) -> String {

@@ -33,6 +33,8 @@
 //! client and how to start `cordon mcp`), [`npm`] (the reference MCP server, installed with
 //! npm), and [`sections`], one module per section.
 
+#[path = "../common/driven.rs"]
+mod driven;
 mod fixture;
 mod harness;
 mod in_process;

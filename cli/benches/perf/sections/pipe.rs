@@ -4,9 +4,7 @@
 //! run of one are timed whole, process start to exit, so (N-call run − 1-call run) / (N − 1)
 //! is the cost of one more call, start-up excluded.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::fixture::Dirs;
 use crate::harness::{fmt, median, repeated, samples};
@@ -57,26 +55,7 @@ pub(crate) fn run(dirs: &Dirs, report: &mut Report) {
 /// One `cordon session` process answering `calls` requests, each sent once the one before
 /// it was answered; the time from its start to its exit.
 fn session(dirs: &Dirs, calls: usize) -> Duration {
-    let started = Instant::now();
-    let mut child = dirs
-        .cordon(&dirs.cache)
-        .arg("session")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start cordon session");
-    let mut input = child.stdin.take().unwrap();
-    let mut output = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    for _ in 0..calls {
-        input.write_all(REQUEST.as_bytes()).unwrap();
-        input.write_all(b"\n").unwrap();
-        input.flush().unwrap();
-        line.clear();
-        output.read_line(&mut line).unwrap();
-        assert!(line.contains(r#""status":"completed""#), "{line}");
-    }
-    drop(input);
-    assert!(child.wait().unwrap().success());
-    started.elapsed()
+    let mut command = dirs.cordon(&dirs.cache);
+    command.arg("session");
+    crate::driven::session(command, REQUEST, calls)
 }
