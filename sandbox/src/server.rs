@@ -153,6 +153,30 @@ struct Call {
     memory: Memory,
     /// Whether the zygote was told to kill it.
     killed: bool,
+    /// Where its init says how bash ended (non-blocking), from the zygote; none once heard,
+    /// and in a one-command shell, whose zygote hears it.
+    status: Option<File>,
+}
+
+impl Call {
+    /// How bash ended, if the init said so on its pipe; none if it has not (yet), or ended
+    /// without saying it (killed: the zygote then says how it ended). The pipe is let go of
+    /// once it said anything or ended.
+    fn said(&mut self) -> Option<Status> {
+        let mut said = [0u8; 4096];
+        let read = rustix::io::read(self.status.as_ref()?, &mut said);
+        match read {
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => None,
+            Ok(n) => {
+                self.status = None;
+                serde_json::from_slice(&said[..n]).ok()
+            }
+            Err(_) => {
+                self.status = None;
+                None
+            }
+        }
+    }
 }
 
 impl Server {
@@ -247,7 +271,8 @@ impl Server {
                     true => -1,
                     false => call.report.lock().map_or(-1, |f| f.as_raw_fd()),
                 };
-                fds.push(pollfd(report, 0));
+                let status = call.status.as_ref().map_or(-1, |f| f.as_raw_fd());
+                fds.extend([pollfd(report, 0), pollfd(status, libc::POLLIN)]);
             }
             let wait = self.idle.map_or(-1, |since| {
                 let left = LINGER.saturating_sub(since.elapsed());
@@ -268,8 +293,13 @@ impl Server {
                 break;
             }
             for (i, id) in ids.iter().enumerate() {
-                if fds[2 + i].revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+                if fds[2 + 2 * i].revents & (libc::POLLERR | libc::POLLHUP) != 0 {
                     self.kill(*id);
+                }
+                if fds[3 + 2 * i].revents != 0
+                    && let Some(status) = self.calls.get_mut(id).and_then(Call::said)
+                {
+                    self.finish(*id, status);
                 }
             }
             if fds[0].revents != 0 {
@@ -358,6 +388,7 @@ impl Server {
                 proxy,
                 memory,
                 killed: false,
+                status: None,
             },
         );
     }
@@ -365,7 +396,10 @@ impl Server {
     /// Handles what the zygote says; false when it is gone.
     fn hear_zygote(&mut self) -> bool {
         match wire::recv::<FromZygote>(self.socket.as_fd()) {
-            Ok(Some((FromZygote::Started { id, failed }, _))) => {
+            Ok(Some((FromZygote::Started { id, failed }, mut fds))) => {
+                if let Some(call) = self.calls.get_mut(&id) {
+                    call.status = fds.pop().map(File::from);
+                }
                 if let Some(why) = failed {
                     // The zygote is still in the command's cgroup, which is then not removed
                     // with it; the one it could not move into goes.
@@ -378,7 +412,9 @@ impl Server {
                 true
             }
             Ok(Some((FromZygote::Exited { id, status }, _))) => {
-                self.finish(id, status);
+                // What the init said, if it did, comes first: it may still be in its pipe.
+                let said = self.calls.get_mut(&id).and_then(Call::said);
+                self.finish(id, said.unwrap_or(status));
                 true
             }
             Ok(Some(_)) => true,

@@ -111,9 +111,12 @@ pub(super) enum FromZygote {
     /// The zygote moved into the memory cgroup it was given, or could not, for this reason.
     Entered { failed: Option<String> },
     /// Call `id` has its init (in the memory cgroup the zygote was in); the zygote then moved
-    /// into the next one, when given one, or could not, for this reason.
+    /// into the next one, when given one, or could not, for this reason. In a shell of many
+    /// commands it comes with the read end of the pipe the init writes bash's status to, for
+    /// the helper to hear it first-hand.
     Started { id: u64, failed: Option<String> },
-    /// Call `id` ended so.
+    /// Call `id` ended so: its init exited (how the command ended, if the init did not say it
+    /// on the pipe the helper holds), or could not be started.
     Exited { id: u64, status: Status },
 }
 

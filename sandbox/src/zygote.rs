@@ -45,12 +45,11 @@ struct Running {
     pid: libc::pid_t,
     pidfd: OwnedFd,
     /// Where the init writes how bash ended, once nothing of the command runs any more
-    /// (non-blocking); none once read to its end.
+    /// (non-blocking): a one-command shell's, read here once the init is gone; the helper holds
+    /// the others.
     status: Option<File>,
     deadline: Instant,
     timed_out: bool,
-    /// Whether the helper was told how it ended.
-    reported: bool,
 }
 
 /// Runs the zygote: sets up once the helper writes to `go` (the id maps are in place), then
@@ -179,7 +178,7 @@ impl Server<'_> {
             for call in self
                 .running
                 .values_mut()
-                .filter(|c| !c.timed_out && !c.reported)
+                .filter(|c| !c.timed_out)
             {
                 if now >= call.deadline {
                     call.timed_out = true;
@@ -187,7 +186,7 @@ impl Server<'_> {
                 }
             }
             let next = (self.running.values())
-                .filter(|c| !c.timed_out && !c.reported)
+                .filter(|c| !c.timed_out)
                 .map(|c| c.deadline)
                 .min();
             let wait = next.map_or(-1, |deadline| {
@@ -200,15 +199,7 @@ impl Server<'_> {
                 pollfd(waiting.map_or(-1, |s| s.control.as_raw_fd())),
             ];
             let ids: Vec<u64> = self.running.keys().copied().collect();
-            for id in &ids {
-                let call = &self.running[id];
-                // A one-command shell reports once the init is gone; see `follow`.
-                let status = match self.zygote.setup.many {
-                    true => call.status.as_ref().map_or(-1, |f| f.as_raw_fd()),
-                    false => -1,
-                };
-                fds.extend([pollfd(call.pidfd.as_raw_fd()), pollfd(status)]);
-            }
+            fds.extend(ids.iter().map(|id| pollfd(self.running[id].pidfd.as_raw_fd())));
             // SAFETY: a valid array of pollfd.
             let polled = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             if polled < 0 {
@@ -221,8 +212,7 @@ impl Server<'_> {
                 self.cover_spare();
             }
             for (i, id) in ids.iter().enumerate() {
-                let (exited, said) = (fds[2 + 2 * i].revents != 0, fds[3 + 2 * i].revents != 0);
-                if (exited || said) && !self.follow(*id, exited, said) {
+                if fds[2 + i].revents != 0 && !self.follow(*id) {
                     return;
                 }
             }
@@ -232,35 +222,23 @@ impl Server<'_> {
         }
     }
 
-    /// Follows call `id`, whose init `exited` or `said` how its command ended: false when the
-    /// helper is gone.
+    /// Reaps the init of call `id`, which exited, and tells the helper: false when the helper
+    /// is gone.
     ///
-    /// A command is reported as soon as its init says how it ended (nothing of it runs any
-    /// more then), before the init's exit takes its namespaces down. A one-command shell waits
-    /// for that exit instead: its helper removes the stand-ins of missing protected paths
-    /// right after, and removing one that is still mounted on in a namespace costs an RCU
-    /// grace period (about 0.2 ms each), where taking the namespace down costs one.
-    fn follow(&mut self, id: u64, exited: bool, said: bool) -> bool {
+    /// In a shell of many commands the helper hears how the command ended from the init
+    /// itself, as soon as it is said (nothing of the command runs any more then), before the
+    /// init's exit takes its namespaces down; what this says counts only if the init could not
+    /// say it. A one-command shell hears it here, once the init is gone: its helper removes the
+    /// stand-ins of missing protected paths right after, and removing one that is still
+    /// mounted on in a namespace costs an RCU grace period (about 0.2 ms each), where taking
+    /// the namespace down costs one.
+    fn follow(&mut self, id: u64) -> bool {
         let timeout_ms = self.zygote.setup.timeout_ms;
-        let call = self.running.get_mut(&id).expect("a running call");
-        let mut status = match said {
-            true => heard(call, timeout_ms),
-            false => None,
-        };
-        if exited {
-            let mut call = self.running.remove(&id).expect("a running call");
-            if !call.reported {
-                status = status
-                    .or_else(|| heard(&mut call, timeout_ms))
-                    .or_else(|| Some(reap(&call, timeout_ms)));
-            }
-            // SAFETY: reaping this process's own child, which exited.
-            unsafe { libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) };
-        }
-        match status {
-            Some(status) => self.send(&FromZygote::Exited { id, status }),
-            None => true,
-        }
+        let mut call = self.running.remove(&id).expect("a running call");
+        let status = heard(&mut call, timeout_ms).unwrap_or_else(|| reap(&call, timeout_ms));
+        // SAFETY: reaping this process's own child, which exited.
+        unsafe { libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) };
+        self.send(&FromZygote::Exited { id, status })
     }
 
     /// Handles what the helper says: false when it is gone.
@@ -283,8 +261,15 @@ impl Server<'_> {
                     unreachable!()
                 };
                 let then = then_enter.then(|| fds.pop()).flatten();
+                let mut status = None;
                 let outcome = match self.start(fork, fds) {
-                    Ok(call) => {
+                    Ok(mut call) => {
+                        // Bash's status goes to the helper first-hand, one hop fewer; a
+                        // one-command shell hears it from here, once the init is gone (see
+                        // `follow`).
+                        if self.zygote.setup.many {
+                            status = call.status.take();
+                        }
                         self.running.insert(id, call);
                         // The next command is born in the next cgroup.
                         let failed = then.and_then(|then| enter(Some(&then)));
@@ -295,7 +280,8 @@ impl Server<'_> {
                         status: Status::Refused(why),
                     },
                 };
-                let sent = self.send(&outcome);
+                let attached: Vec<_> = status.iter().map(AsFd::as_fd).collect();
+                let sent = wire::send(self.socket.as_fd(), &outcome, &attached).is_ok();
                 // While the command runs, when another may follow.
                 if self.zygote.setup.many {
                     self.ready_spare();
@@ -476,7 +462,6 @@ impl Server<'_> {
             status: Some(spare.status),
             deadline: Instant::now() + Duration::from_millis(self.zygote.setup.timeout_ms),
             timed_out: false,
-            reported: false,
         })
     }
 }
@@ -541,15 +526,13 @@ fn signal(pid: libc::pid_t) {
     unsafe { libc::kill(pid, libc::SIGKILL) };
 }
 
-/// What the init of `call` says about how the command ended, read once its status pipe is
-/// readable: the status when it says it (nothing of the command runs any more then), none
-/// when the pipe ended without it (the init was killed: its exit must be waited for).
+/// What the init of `call` said about how the command ended, read once it exited: none when
+/// it did not say it (it was killed), or when the helper holds its pipe.
 fn heard(call: &mut Running, timeout_ms: u64) -> Option<Status> {
     let mut report = Vec::new();
     let _ = call.status.as_ref()?.read_to_end(&mut report);
     call.status = None;
     let status = serde_json::from_slice::<Status>(&report).ok()?;
-    call.reported = true;
     Some(match call.timed_out {
         true => Status::TimedOut(whole_secs(Duration::from_millis(timeout_ms))),
         false => status,
