@@ -14,9 +14,11 @@
 //! asks the zygote for it. Its memory cgroup is ready before it is asked for: the helper
 //! moves the zygote into a fresh cgroup while the command before runs, so the command's init
 //! is born in its own (a task moved into a v1 cgroup waits for an RCU grace period, which
-//! would otherwise be paid on every call). When the zygote says the command ended, the helper
-//! reads whether the kernel killed it for lack of memory, removes the cgroup, lowers the
-//! shield and writes the report on the command's report pipe.
+//! would otherwise be paid on every call). When the command's init says how bash ended (on a
+//! pipe the zygote hands over; in a one-command shell, through the zygote), or the zygote
+//! says the init exited without saying it, the helper reads whether the kernel killed the
+//! command for lack of memory, removes the cgroup, lowers the shield and writes the report on
+//! the command's report pipe.
 //!
 //! A command is killed when the host says so ([`ToHelper::Stop`]), when its host end of the
 //! report pipe closes, and at its timeout (by the zygote). When the host goes away the helper

@@ -10,7 +10,8 @@
 //! mounts the command's covers into that init's mount namespace, hands it the command, moves
 //! into the next command's cgroup and readies the next init while the command runs. It kills
 //! a command's init at the command's timeout or when the helper says so, which kills the
-//! command's whole PID namespace, and tells the helper how each command ended.
+//! command's whole PID namespace, and reaps each init, telling the helper when it exited (the
+//! helper hears how bash ended from the init itself, on the pipe the zygote hands it).
 //!
 //! The zygote stays single-threaded, so what its children run after the clone is any code at
 //! all. It dies with the helper (parent-death signal); as the init of the shell's PID
@@ -175,11 +176,7 @@ impl Server<'_> {
     fn serve(&mut self) {
         loop {
             let now = Instant::now();
-            for call in self
-                .running
-                .values_mut()
-                .filter(|c| !c.timed_out)
-            {
+            for call in self.running.values_mut().filter(|c| !c.timed_out) {
                 if now >= call.deadline {
                     call.timed_out = true;
                     signal(call.pid);
@@ -199,7 +196,10 @@ impl Server<'_> {
                 pollfd(waiting.map_or(-1, |s| s.control.as_raw_fd())),
             ];
             let ids: Vec<u64> = self.running.keys().copied().collect();
-            fds.extend(ids.iter().map(|id| pollfd(self.running[id].pidfd.as_raw_fd())));
+            fds.extend(
+                ids.iter()
+                    .map(|id| pollfd(self.running[id].pidfd.as_raw_fd())),
+            );
             // SAFETY: a valid array of pollfd.
             let polled = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
             if polled < 0 {
