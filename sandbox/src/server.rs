@@ -569,13 +569,12 @@ impl Memories {
         if self.missing.is_some() {
             return None;
         }
-        self.spare
-            .take()
-            .or_else(|| self.replenish().then(|| self.spare.take()).flatten())
+        self.replenish();
+        self.spare.take()
     }
 
-    /// Makes the spare cgroup, if there is none: whether there is one.
-    fn replenish(&mut self) -> bool {
+    /// Makes the spare cgroup, if there is none (and cgroups can be made).
+    fn replenish(&mut self) {
         if self.spare.is_none()
             && self.missing.is_none()
             && let Some(cgroups) = self.cgroups.as_mut()
@@ -585,7 +584,6 @@ impl Memories {
                 Err(why) => self.missing = Some(why),
             }
         }
-        self.spare.is_some()
     }
 }
 

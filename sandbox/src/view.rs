@@ -279,12 +279,6 @@ pub(super) struct Fresh<'a> {
 
 /// Mounts what is fresh for a command in its init's mount namespace (a copy of the view).
 pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
-    let fail = |doing: &str, path: &Path, e: io::Error| {
-        format!(
-            "cannot prepare the command's view: {doing} {}: {e}",
-            path.display()
-        )
-    };
     let proc = Path::new("/proc");
     ns::mount(
         Some(Path::new("proc")),
@@ -293,11 +287,11 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
         libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         None,
     )
-    .map_err(|e| fail("mounting a fresh /proc on", proc, e))?;
+    .map_err(|e| unprepared("mounting a fresh /proc on", proc, e))?;
     for name in PROC_FROZEN {
         let path = proc.join(name);
         if path.exists() {
-            ns::freeze(&path).map_err(|e| fail("freezing", &path, e))?;
+            ns::freeze(&path).map_err(|e| unprepared("freezing", &path, e))?;
         }
     }
     let memory = fresh.memory;
@@ -312,15 +306,15 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
     let below = |path: &Path| private.iter().any(|(fresh, _)| path.starts_with(fresh));
     let mut kept = Vec::new();
     for (path, access) in fresh.granted.iter().filter(|(path, _)| below(path)) {
-        let tree = ns::open_tree(path).map_err(|e| fail("opening", path, e))?;
+        let tree = ns::open_tree(path).map_err(|e| unprepared("opening", path, e))?;
         kept.push((path, Entry::Tree(tree, *access, path.is_dir())));
     }
     for (path, options) in &private {
         let path = Path::new(path);
-        tmpfs(path, options).map_err(|e| fail("mounting a tmpfs on", path, e))?;
+        tmpfs(path, options).map_err(|e| unprepared("mounting a tmpfs on", path, e))?;
     }
     for (path, entry) in kept {
-        place(path, entry).map_err(|e| fail("binding", path, e))?;
+        place(path, entry).map_err(|e| unprepared("binding", path, e))?;
     }
     let pts = Path::new("/dev/pts");
     ns::mount(
@@ -330,7 +324,7 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=0620"),
     )
-    .map_err(|e| fail("mounting a new devpts on", pts, e))
+    .map_err(|e| unprepared("mounting a new devpts on", pts, e))
 }
 
 /// What of a command's workspace is covered in its view.
@@ -346,18 +340,12 @@ pub(super) struct Covers<'a> {
 
 /// Mounts the covers of `covers` in the calling process's mount namespace (a command's).
 pub(super) fn cover(covers: &Covers) -> Result<(), String> {
-    let fail = |doing: &str, path: &Path, e: io::Error| {
-        format!(
-            "cannot prepare the command's view: {doing} {}: {e}",
-            path.display()
-        )
-    };
     // Read-only whatever the grants above them, opened beneath the workspace without
     // following a link.
     if !covers.protected.is_empty() {
         let workspace = std::fs::File::open(covers.workspace)
             .map(OwnedFd::from)
-            .map_err(|e| fail("opening", covers.workspace, e))?;
+            .map_err(|e| unprepared("opening", covers.workspace, e))?;
         for rel in covers.protected {
             let path = covers.workspace.join(rel);
             // Onto what was opened, so that nothing swapped in since moves the cover.
@@ -365,16 +353,24 @@ pub(super) fn cover(covers: &Covers) -> Result<(), String> {
                 let at = ns::open_beneath(&workspace, Path::new(rel))?;
                 ns::attach_onto(&ns::open_tree_of(&at)?, &at, Access::ReadOnly)
             };
-            protect().map_err(|e| fail("protecting", &path, e))?;
+            protect().map_err(|e| unprepared("protecting", &path, e))?;
         }
     }
     for path in covers.hidden.iter().map(|p| wire::to_path(p)) {
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
         };
-        cover_path(&path, meta.is_dir()).map_err(|e| fail("hiding", &path, e))?;
+        cover_path(&path, meta.is_dir()).map_err(|e| unprepared("hiding", &path, e))?;
     }
     Ok(())
+}
+
+/// The refusal of a step of a command's own view that failed: `doing` `path`.
+fn unprepared(doing: &str, path: &Path, e: io::Error) -> String {
+    format!(
+        "cannot prepare the command's view: {doing} {}: {e}",
+        path.display()
+    )
 }
 
 /// Covers `target`: an empty read-only directory over a directory, an empty device

@@ -127,8 +127,8 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
     if zygote.sandbox_user {
         ns::become_sandbox_user()
             .map_err(|e| refusal(format!("cannot become the sandbox's user: {e}")))?;
-        // A change of user clears the parent-death signal: set it again, then make sure the
-        // helper did not die in between.
+        // A change of user clears the parent-death signal: set it again. A helper that died
+        // in between closed its socket, which ends the zygote once it serves.
         // SAFETY: a plain prctl.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     }
@@ -311,16 +311,10 @@ impl Server<'_> {
         };
         spare.mounts = namespace.pop();
         spare.failed = spare.mounts.is_none();
-        if let (Some(mounts), Some(covers)) = (&spare.mounts, &self.covers) {
-            let workspace = wire::to_path(&self.zygote.setup.workspace);
-            let view = view::Covers {
-                workspace: &workspace,
-                protected: &covers.protected,
-                hidden: &covers.hidden,
-            };
-            if within(mounts, &self.ready.mounts, || view::cover(&view)).is_ok() {
-                spare.covered = Some(covers.generation);
-            }
+        if let (Some(mounts), Some(covers)) = (&spare.mounts, &self.covers)
+            && cover(self.zygote, self.ready, mounts, covers).is_ok()
+        {
+            spare.covered = Some(covers.generation);
         }
     }
 
@@ -346,7 +340,7 @@ impl Server<'_> {
         let pid = ns::clone(flags).map_err(|e| {
             refusal(format!(
                 "the kernel refused to create the command's namespaces: {e}{}",
-                super::ns::NAMESPACE_HINT
+                ns::NAMESPACE_HINT
             ))
         })?;
         if pid == 0 {
@@ -428,18 +422,12 @@ impl Server<'_> {
             protected,
             hidden,
         };
-        if spare.covered != Some(generation) {
-            let workspace = wire::to_path(&self.zygote.setup.workspace);
-            let view = view::Covers {
-                workspace: &workspace,
-                protected: &covers.protected,
-                hidden: &covers.hidden,
-            };
-            if let Err(why) = within(mounts, &self.ready.mounts, || view::cover(&view)) {
-                signal(spare.pid);
-                refused(spare);
-                return Err(refusal(why));
-            }
+        if spare.covered != Some(generation)
+            && let Err(why) = cover(self.zygote, self.ready, mounts, &covers)
+        {
+            signal(spare.pid);
+            refused(spare);
+            return Err(refusal(why));
         }
         self.covers = Some(covers);
         let go = Go {
@@ -464,6 +452,17 @@ impl Server<'_> {
             timed_out: false,
         })
     }
+}
+
+/// Mounts `covers` into an init's mount namespace `mounts`.
+fn cover(zygote: &Zygote, ready: &Ready, mounts: &OwnedFd, covers: &Covers) -> Result<(), String> {
+    let workspace = wire::to_path(&zygote.setup.workspace);
+    let view = view::Covers {
+        workspace: &workspace,
+        protected: &covers.protected,
+        hidden: &covers.hidden,
+    };
+    within(mounts, &ready.mounts, || view::cover(&view))
 }
 
 /// Runs `cover` in the mount namespace `theirs`, then comes back to `ours`: the zygote may
