@@ -4,7 +4,6 @@
 //! opened once by the zygote in the view ([`Rules::open`]), and applied by each command's init
 //! once its fresh mounts are in place ([`Plan::apply`]), before it forks bash.
 
-use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -13,23 +12,20 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
     Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
-};
+use seccompiler::BpfProgram;
 
-use super::Network;
 use super::view::DEVICES;
 use super::wire::{self, Setup};
 use super::{HOME, READ_ROOTS};
+use super::{Network, seccomp};
 
 /// The confinement of one command, ready to apply.
 pub(super) struct Plan {
     /// The kernel's Landlock ABI version and the one the ruleset targets, or why there is no
     /// Landlock (allowed by [`OPTIONAL_LAYERS`]).
     landlock: Result<(i32, ABI), String>,
-    /// The seccomp programs, or why there are none (allowed likewise).
-    seccomp: Result<Vec<BpfProgram>, String>,
+    /// The seccomp program, or why there is none (allowed likewise).
+    seccomp: Result<BpfProgram, String>,
 }
 
 /// The layers a user may let commands run without (`--sandbox-allow-missing`): the others have
@@ -66,7 +62,7 @@ pub(super) fn prepare(request: &Setup) -> Result<Plan, String> {
         Err(why) => Err(missing("landlock", why)?),
     };
     let allow_unix = matches!(landlock, Ok((_, ABI::V9)));
-    let seccomp = match seccomp(&request.network, allow_unix) {
+    let seccomp = match seccomp::program(&request.network, allow_unix) {
         Ok(filters) => Ok(filters),
         Err(why) => Err(missing("seccomp", why)?),
     };
@@ -113,7 +109,7 @@ impl Plan {
                 )));
             }
         }
-        for filter in self.seccomp.iter().flatten() {
+        if let Ok(filter) = &self.seccomp {
             seccompiler::apply_filter(filter)
                 .map_err(|e| refusal(format!("cannot install the seccomp filter: {e}")))?;
         }
@@ -313,257 +309,6 @@ fn existing(path: &[u8], what: &str) -> Result<PathBuf, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// seccomp
-
-/// System calls that fail with `EPERM`.
-const DENIED: &[i64] = &[
-    // Other processes' memory and descriptors.
-    libc::SYS_ptrace,
-    libc::SYS_process_vm_readv,
-    libc::SYS_process_vm_writev,
-    libc::SYS_pidfd_getfd,
-    // Namespaces and mounts.
-    libc::SYS_unshare,
-    libc::SYS_setns,
-    libc::SYS_mount,
-    libc::SYS_umount2,
-    libc::SYS_pivot_root,
-    libc::SYS_chroot,
-    libc::SYS_fsopen,
-    libc::SYS_fsconfig,
-    libc::SYS_fsmount,
-    libc::SYS_fspick,
-    libc::SYS_move_mount,
-    libc::SYS_open_tree,
-    libc::SYS_mount_setattr,
-    libc::SYS_open_by_handle_at,
-    // Kernel interfaces shared with the host.
-    libc::SYS_bpf,
-    libc::SYS_perf_event_open,
-    libc::SYS_userfaultfd,
-    libc::SYS_keyctl,
-    libc::SYS_add_key,
-    libc::SYS_request_key,
-    libc::SYS_kexec_load,
-    libc::SYS_init_module,
-    libc::SYS_finit_module,
-    libc::SYS_delete_module,
-    libc::SYS_acct,
-    libc::SYS_swapon,
-    libc::SYS_swapoff,
-    libc::SYS_reboot,
-    libc::SYS_quotactl,
-    libc::SYS_vhangup,
-    // System V and POSIX message-queue IPC (shared with the host's processes).
-    libc::SYS_msgget,
-    libc::SYS_msgsnd,
-    libc::SYS_msgrcv,
-    libc::SYS_msgctl,
-    libc::SYS_semget,
-    libc::SYS_semop,
-    libc::SYS_semtimedop,
-    libc::SYS_semctl,
-    libc::SYS_shmget,
-    libc::SYS_shmat,
-    libc::SYS_shmctl,
-    libc::SYS_shmdt,
-    libc::SYS_mq_open,
-    libc::SYS_mq_unlink,
-    libc::SYS_mq_timedsend,
-    libc::SYS_mq_timedreceive,
-    libc::SYS_mq_notify,
-    libc::SYS_mq_getsetattr,
-];
-
-/// System calls that fail with `ENOSYS`, so that libraries fall back to older ones.
-const UNIMPLEMENTED: &[i64] = &[
-    // Its flags are in memory, out of a filter's reach; C libraries fall back to clone.
-    libc::SYS_clone3,
-    // Its mode is in memory, out of a filter's reach (see MODE_SETTERS); libraries fall back
-    // to openat.
-    libc::SYS_openat2,
-    // Operations that bypass system-call filtering (sockets among them).
-    libc::SYS_io_uring_setup,
-    libc::SYS_io_uring_enter,
-    libc::SYS_io_uring_register,
-];
-
-/// The system calls that give a file its mode: (number, index of the mode argument, whether
-/// the mode only counts when the flags before it create a file).
-const MODE_SETTERS: [(i64, u8, bool); 5] = [
-    (libc::SYS_fchmod, 1, false),
-    (libc::SYS_fchmodat, 2, false),
-    (libc::SYS_fchmodat2, 2, false),
-    (libc::SYS_mknodat, 2, false),
-    (libc::SYS_openat, 3, true),
-];
-
-/// The older x86-64 system calls that do the same.
-#[cfg(target_arch = "x86_64")]
-const LEGACY_MODE_SETTERS: [(i64, u8, bool); 4] = [
-    (libc::SYS_chmod, 1, false),
-    (libc::SYS_mknod, 1, false),
-    (libc::SYS_creat, 1, false),
-    (libc::SYS_open, 2, true),
-];
-#[cfg(not(target_arch = "x86_64"))]
-const LEGACY_MODE_SETTERS: [(i64, u8, bool); 0] = [];
-
-/// `clone` flags that create namespaces (`CLONE_NEWTIME` shares its bit with the exit signal
-/// in `clone`, which cannot create a time namespace anyway).
-const NAMESPACE_FLAGS: [libc::c_int; 7] = [
-    libc::CLONE_NEWNS,
-    libc::CLONE_NEWCGROUP,
-    libc::CLONE_NEWUTS,
-    libc::CLONE_NEWIPC,
-    libc::CLONE_NEWUSER,
-    libc::CLONE_NEWPID,
-    libc::CLONE_NEWNET,
-];
-
-/// The seccomp programs to install, in order.
-fn seccomp(network: &Network, allow_unix: bool) -> Result<Vec<BpfProgram>, String> {
-    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|_| {
-        format!(
-            "cordon has no seccomp filter for the {} architecture",
-            std::env::consts::ARCH
-        )
-    })?;
-    let error = |e: seccompiler::BackendError| format!("cannot build the seccomp filter: {e}");
-    // The system calls refused whatever their arguments are in a program of their own,
-    // [`unconditional`]; seccompiler's programs take five instructions for each such call,
-    // and a filter's cost to install grows with its length (0.23 ms for 488 instructions).
-    let mut denied: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    // The condition that argument `arg` has every bit of `bits` set.
-    let has = |arg: u8, bits: u64| {
-        SeccompCondition::new(
-            arg,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::MaskedEq(bits),
-            bits,
-        )
-        .map_err(error)
-    };
-    let mut clone = Vec::new();
-    for flag in NAMESPACE_FLAGS {
-        clone.push(SeccompRule::new(vec![has(0, flag as u64)?]).map_err(error)?);
-    }
-    denied.insert(libc::SYS_clone, clone);
-    // Set-user-ID and set-group-ID files keep their power outside the sandbox (as root, what
-    // the command creates in the workspace belongs to root on disk): no mode with those bits.
-    for &(nr, mode_arg, creating) in MODE_SETTERS.iter().chain(&LEGACY_MODE_SETTERS) {
-        let mut rules = Vec::new();
-        for bit in [libc::S_ISUID, libc::S_ISGID] {
-            let set_id = has(mode_arg, u64::from(bit))?;
-            if !creating {
-                rules.push(SeccompRule::new(vec![set_id]).map_err(error)?);
-                continue;
-            }
-            // open(2) reads its mode only when it creates a file.
-            for flag in [libc::O_CREAT, libc::O_TMPFILE] {
-                let creates = has(mode_arg - 1, flag as u64)?;
-                rules.push(SeccompRule::new(vec![creates, set_id.clone()]).map_err(error)?);
-            }
-        }
-        denied.insert(nr, rules);
-    }
-    // The address families `socket(2)` may create; none: any.
-    let mut families = match network {
-        Network::Off => Some(Vec::new()),
-        // TCP and UDP on the namespace's loopback, where the proxy listens.
-        Network::Allow(_) => Some(vec![libc::AF_INET, libc::AF_INET6]),
-        Network::Open => None,
-    };
-    if let Some(families) = &mut families {
-        if allow_unix {
-            families.push(libc::AF_UNIX);
-        }
-        let other = families
-            .iter()
-            .map(|&family| {
-                SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, family as u64)
-                    .map_err(error)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let socket = match other.is_empty() {
-            true => Vec::new(),
-            false => vec![SeccompRule::new(other).map_err(error)?],
-        };
-        denied.insert(libc::SYS_socket, socket);
-    }
-    let mut programs = vec![unconditional()];
-    // What only some arguments of a call make refused: its namespace flags, a set-ID mode, a
-    // socket's family.
-    let filter = SeccompFilter::new(
-        denied,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(error)?;
-    programs.push(BpfProgram::try_from(filter).map_err(error)?);
-    Ok(programs)
-}
-
-/// The program that refuses [`DENIED`] with `EPERM` and [`UNIMPLEMENTED`] with `ENOSYS`,
-/// whatever their arguments, and (on x86-64) every x32 system call (numbers with bit 30 set,
-/// which filters keyed on plain numbers would let through) with `ENOSYS`: one comparison per
-/// call. Another architecture than the one cordon was built for passes here; seccompiler's
-/// program kills it.
-fn unconditional() -> BpfProgram {
-    use seccompiler::sock_filter;
-    let op = |code: u32, jt: u8, jf: u8, k: u32| sock_filter {
-        code: code as u16,
-        jt,
-        jf,
-        k,
-    };
-    let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
-    let jeq = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
-    let ret = |value: u32| op(libc::BPF_RET | libc::BPF_K, 0, 0, value);
-    // The calls, each with whether it is refused with ENOSYS (else EPERM).
-    let calls: Vec<(u32, bool)> = DENIED
-        .iter()
-        .map(|&nr| (nr as u32, false))
-        .chain(UNIMPLEMENTED.iter().map(|&nr| (nr as u32, true)))
-        .collect();
-    let x32 = cfg!(target_arch = "x86_64");
-    // Instructions: load the architecture, compare it, load the number, [x32 test], one
-    // comparison per call; then allow, EPERM, ENOSYS.
-    let first = 3 + usize::from(x32);
-    let allow = first + calls.len();
-    let (eperm, enosys) = (allow + 1, allow + 2);
-    // The offset of a jump from instruction `at` to instruction `to`.
-    let jump = |at: usize, to: usize| u8::try_from(to - at - 1).expect("a short program");
-    let mut program = vec![
-        // seccomp_data.arch, at offset 4.
-        op(load, 0, 0, 4),
-        op(jeq, 0, jump(1, allow), AUDIT_ARCH),
-        // seccomp_data.nr, at offset 0.
-        op(load, 0, 0, 0),
-    ];
-    if x32 {
-        const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-        let jset = libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K;
-        program.push(op(jset, jump(3, enosys), 0, X32_SYSCALL_BIT));
-    }
-    for (i, &(nr, unimplemented)) in calls.iter().enumerate() {
-        let to = if unimplemented { enosys } else { eperm };
-        program.push(op(jeq, jump(first + i, to), 0, nr));
-    }
-    program.push(ret(libc::SECCOMP_RET_ALLOW));
-    program.push(ret(libc::SECCOMP_RET_ERRNO | libc::EPERM as u32));
-    program.push(ret(libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32));
-    program
-}
-
-/// The `AUDIT_ARCH_*` value of the architecture cordon was built for.
-#[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH: u32 = 0xC000_003E;
-#[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH: u32 = 0xC000_00B7;
-
-// ---------------------------------------------------------------------------------------------
 // Capabilities and limits
 
 #[repr(C)]
@@ -733,11 +478,5 @@ mod tests {
         let why = usable_abi(-1, Some(libc::EOPNOTSUPP)).unwrap_err();
         assert!(why.contains("not enabled"), "{why}");
         assert!(refusal(why).contains("--unconfined-bash"));
-    }
-
-    #[test]
-    fn seccomp_programs_build() {
-        let programs = seccomp(&Network::Off, false).unwrap();
-        assert!(programs.len() >= 2);
     }
 }

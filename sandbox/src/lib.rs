@@ -115,6 +115,7 @@ pub mod protect;
 mod proxy;
 mod receipt;
 mod runner;
+mod seccomp;
 mod server;
 mod shell;
 mod shield;
