@@ -11,25 +11,18 @@ use super::proxy;
 use super::wire::Setup;
 use super::{ENVIRONMENT, Network, PATH, RESERVED};
 
-/// bash, ready to exec.
+/// bash, ready to exec a command: what does not depend on the command, made before it comes.
 pub(super) struct Bash {
     path: CString,
-    argv: Vec<CString>,
     envp: Vec<CString>,
     workspace: CString,
 }
 
 impl Bash {
-    /// bash running `command` as `setup` says, with `HOME` and `TMPDIR` set to `home` and
-    /// `tmp`.
-    pub fn new(setup: &Setup, command: &str, home: &Path, tmp: &Path) -> Result<Bash, String> {
-        let argv = ["bash", "--noprofile", "--norc", "-c", command]
-            .iter()
-            .map(|a| cstring(a.as_bytes()))
-            .collect::<Result<_, _>>()?;
+    /// bash as `setup` says, with `HOME` and `TMPDIR` set to `home` and `tmp`.
+    pub fn new(setup: &Setup, home: &Path, tmp: &Path) -> Result<Bash, String> {
         Ok(Bash {
             path: find_bash()?,
-            argv,
             envp: environment(setup, home, tmp)?,
             workspace: cstring(&setup.workspace)?,
         })
@@ -39,7 +32,11 @@ impl Bash {
     /// `posix_spawn` does: copying the address space for a child that execs at once costs
     /// 0.2–1 ms), this thread waiting meanwhile. Its pid once it has exec'd, or why it could
     /// not.
-    pub fn spawn(&self, null: &OwnedFd) -> Result<libc::pid_t, String> {
+    pub fn spawn(&self, command: &str, null: &OwnedFd) -> Result<libc::pid_t, String> {
+        let argv = ["bash", "--noprofile", "--norc", "-c", command]
+            .iter()
+            .map(|a| cstring(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()?;
         let (error_read, error_write) =
             super::process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
         // Nothing of this process but the output (1) and what the child dups reaches bash. Done
@@ -58,14 +55,16 @@ impl Bash {
         }
         let launch = Launch {
             bash: self,
-            argv: pointers(&self.argv),
+            argv: pointers(&argv),
             envp: pointers(&self.envp),
             null: null.as_raw_fd(),
             error: error_write.as_raw_fd(),
             // SAFETY: no arguments.
             parent: unsafe { libc::getpid() },
         };
-        let mut stack = vec![0u128; STACK / 16];
+        // Left uninitialized: zeroing it would fault in all of its pages, where the child
+        // touches one or two.
+        let mut stack = Box::<[u128]>::new_uninit_slice(STACK / 16);
         let top = stack.as_mut_ptr_range().end;
         // SAFETY: with CLONE_VFORK this thread is suspended until the child execs or exits, so
         // `launch` and `stack` outlive its use of them; the child runs `launch_bash` on `stack`

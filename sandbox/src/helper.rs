@@ -80,9 +80,9 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
             .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
     }
     let home = request.setup.home.as_deref().map_or(home, wire::to_path);
-    let bash = Bash::new(&request.setup, &request.command, &home, &tmp)?;
+    let bash = Bash::new(&request.setup, &home, &tmp)?;
     let started = Instant::now();
-    let spawned = bash.spawn(&null);
+    let spawned = bash.spawn(&request.command, &null);
     // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
     dup2(null.as_raw_fd(), 1)?;
     let pid = match spawned {

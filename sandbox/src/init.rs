@@ -3,8 +3,8 @@
 //!
 //! Ahead of its command, the init maps its user, takes a cgroup namespace (it was born in the
 //! command's memory cgroup), opens the proxy's port when commands have an allowlist, mounts
-//! what is fresh for each command ([`view::fresh`]) and confines itself ([`Plan::apply`]);
-//! then it says it is ready and waits. Meanwhile the zygote mounts the command's protected
+//! what is fresh for each command ([`view::fresh`]), confines itself ([`Plan::apply`]) and
+//! readies bash (its path and environment); then it says it is ready and waits. Meanwhile the zygote mounts the command's protected
 //! and hidden paths into its mount namespace ([`view::cover`]), which needs no more than the
 //! namespace: a confined process may not mount, but the zygote may mount for it.
 //!
@@ -60,13 +60,13 @@ pub(super) struct Go {
 /// Runs the init. Never returns.
 pub(super) fn run(init: Prepared) -> ! {
     let status = init.status.as_raw_fd();
-    let outcome = prepare(&init).and_then(|listener| {
+    let outcome = prepare(&init).and_then(|waiting| {
         // Ready: the zygote covers what the command must not change in this namespace.
         let mounts = File::open("/proc/self/ns/mnt")
             .map_err(|e| format!("cannot open the command's mount namespace: {e}"))?;
         wire::send(init.control.as_fd(), &(), &[mounts.as_fd()])
             .map_err(|e| format!("cannot say the sandbox is ready: {e}"))?;
-        start(&init, listener)
+        start(&init, waiting)
     });
     let status_of = match outcome {
         Ok(bash) => reap(bash),
@@ -81,9 +81,16 @@ pub(super) fn run(init: Prepared) -> ! {
     }
 }
 
-/// Maps the user, builds what is fresh for a command and confines the init: the proxy's
-/// listening socket, when commands have an allowlist.
-fn prepare(init: &Prepared) -> Result<Option<TcpListener>, String> {
+/// What a ready init holds for its command, made before the command comes.
+struct Waiting {
+    /// The proxy's listening socket, when commands have an allowlist.
+    listener: Option<TcpListener>,
+    bash: Bash,
+    null: OwnedFd,
+}
+
+/// Maps the user, builds what is fresh for a command, confines the init and readies bash.
+fn prepare(init: &Prepared) -> Result<Waiting, String> {
     map_self(init.ids).map_err(|e| {
         refusal(format!(
             "cannot map the command's user into its user namespace: {e}"
@@ -112,11 +119,20 @@ fn prepare(init: &Prepared) -> Result<Option<TcpListener>, String> {
     // The init itself counts as one of the tasks.
     init.plan
         .apply(setup, init.rules, u64::from(setup.max_processes) + 1)?;
-    Ok(listener)
+    Ok(Waiting {
+        listener,
+        bash: Bash::new(setup, Path::new(HOME), Path::new("/tmp"))?,
+        null: process::open_null()?,
+    })
 }
 
 /// Waits for the command, then starts bash: bash's pid.
-fn start(init: &Prepared, listener: Option<TcpListener>) -> Result<libc::pid_t, String> {
+fn start(init: &Prepared, waiting: Waiting) -> Result<libc::pid_t, String> {
+    let Waiting {
+        listener,
+        bash,
+        null,
+    } = waiting;
     let (go, fds) = match wire::recv::<Go>(init.control.as_fd()) {
         Ok(Some(received)) => received,
         // The zygote is gone, or it gave this init up.
@@ -132,11 +148,9 @@ fn start(init: &Prepared, listener: Option<TcpListener>) -> Result<libc::pid_t, 
     if let Some(bytes) = go.address_space {
         confine::limit(libc::RLIMIT_AS, bytes)?;
     }
-    let bash = Bash::new(init.setup, &go.command, Path::new(HOME), Path::new("/tmp"))?;
-    let null = process::open_null()?;
     process::dup2(out.as_raw_fd(), 1)?;
     drop(out);
-    let pid = bash.spawn(&null)?;
+    let pid = bash.spawn(&go.command, &null)?;
     // Only bash keeps the output pipe: it reaches end-of-file when the tree is gone.
     process::dup2(null.as_raw_fd(), 1)?;
     Ok(pid)
