@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use super::cgroup::{Cgroup, Cgroups};
 use super::confine::{self, refusal};
+use super::init::Go;
 use super::ns::{self, NAMESPACE_HINT};
 use super::process;
 use super::proxy::{self, Proxy};
@@ -103,6 +104,20 @@ struct Server {
     /// Since when no command has run, while the shield is still raised.
     idle: Option<Instant>,
     covers: Covers,
+    /// The ready init the zygote offered, when the offer still holds.
+    offered: Option<Offered>,
+    /// How many calls the zygote has been sent ([`ToZygote::Fork`] or [`ToZygote::Took`]).
+    sent: u64,
+}
+
+/// A ready init offered by the zygote ([`FromZygote::Offer`]).
+struct Offered {
+    serial: u64,
+    generation: u64,
+    /// The zygote's end of the init's socket pair, on which the init takes its command.
+    control: OwnedFd,
+    /// Where the init says how bash ended.
+    status: File,
 }
 
 /// The generations of what commands' views cover: the protected paths, as the shield counts
@@ -255,6 +270,8 @@ impl Server {
             shield,
             idle: None,
             covers: Covers::default(),
+            offered: None,
+            sent: 0,
         })
     }
 
@@ -354,20 +371,38 @@ impl Server {
             _ => None,
         };
         let then = self.memory.make();
-        let fork = ToZygote::Fork {
-            id,
-            command,
-            protected: raised.protected.clone(),
-            generation: self.covers.generation(raised.generation, &hidden),
-            hidden,
-            address_space,
-            proxy: handover.is_some(),
-            then_enter: then.is_some(),
-        };
+        let generation = self.covers.generation(raised.generation, &hidden);
         let mut attached = vec![out.as_fd()];
         attached.extend(handover.as_ref().map(|h| h.as_fd()));
+        let go = Go {
+            command,
+            address_space,
+        };
+        // Straight to the init the zygote offered, when its covers are this command's.
+        let offered = (self.offered.take())
+            .filter(|o| o.serial == self.sent && o.generation == generation)
+            .filter(|o| wire::send(o.control.as_fd(), &go, &attached).is_ok());
+        let status = offered.map(|o| o.status);
+        let then_enter = then.is_some();
+        let (message, mut attached) = match status {
+            Some(_) => (ToZygote::Took { id, then_enter }, Vec::new()),
+            None => {
+                let fork = ToZygote::Fork {
+                    id,
+                    command: go.command,
+                    protected: raised.protected.clone(),
+                    generation,
+                    hidden,
+                    address_space,
+                    proxy: handover.is_some(),
+                    then_enter,
+                };
+                (fork, attached)
+            }
+        };
         attached.extend(then.as_ref().map(Cgroup::join));
-        if let Err(e) = wire::send(self.socket.as_fd(), &fork, &attached) {
+        self.sent += 1;
+        if let Err(e) = wire::send(self.socket.as_fd(), &message, &attached) {
             if let Some(proxy) = &proxy {
                 proxy.close();
             }
@@ -390,7 +425,7 @@ impl Server {
                 proxy,
                 memory,
                 killed: false,
-                status: None,
+                status,
             },
         );
     }
@@ -399,8 +434,8 @@ impl Server {
     fn hear_zygote(&mut self) -> bool {
         match wire::recv::<FromZygote>(self.socket.as_fd()) {
             Ok(Some((FromZygote::Started { id, failed }, mut fds))) => {
-                if let Some(call) = self.calls.get_mut(&id) {
-                    call.status = fds.pop().map(File::from);
+                if let (Some(call), Some(status)) = (self.calls.get_mut(&id), fds.pop()) {
+                    call.status = Some(File::from(status));
                 }
                 if let Some(why) = failed {
                     // The zygote is still in the command's cgroup, which is then not removed
@@ -410,6 +445,18 @@ impl Server {
                         unused.remove();
                     }
                     self.memory.missing = Some(why);
+                }
+                true
+            }
+            Ok(Some((FromZygote::Offer { serial, generation }, fds))) => {
+                let mut fds = fds.into_iter();
+                if let (Some(control), Some(status)) = (fds.next(), fds.next()) {
+                    self.offered = Some(Offered {
+                        serial,
+                        generation,
+                        control,
+                        status: File::from(status),
+                    });
                 }
                 true
             }

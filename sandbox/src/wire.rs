@@ -97,6 +97,10 @@ pub(super) enum ToZygote {
         proxy: bool,
         then_enter: bool,
     },
+    /// Call `id` was handed to the ready init the zygote offered ([`FromZygote::Offer`]) by
+    /// the helper itself: follow it as a started call. Attached, when `then_enter`: as with
+    /// [`ToZygote::Fork`].
+    Took { id: u64, then_enter: bool },
     /// Kill call `id` now.
     Kill { id: u64 },
 }
@@ -113,8 +117,15 @@ pub(super) enum FromZygote {
     /// Call `id` has its init (in the memory cgroup the zygote was in); the zygote then moved
     /// into the next one, when given one, or could not, for this reason. In a shell of many
     /// commands it comes with the read end of the pipe the init writes bash's status to, for
-    /// the helper to hear it first-hand.
+    /// the helper to hear it first-hand (unless the helper took the init offered, whose pipe
+    /// it holds).
     Started { id: u64, failed: Option<String> },
+    /// The ready init, covered for `generation`, which the helper may hand the next command to
+    /// itself (one hop fewer on the command's way in) when it covers the same and the zygote
+    /// has been sent `serial` calls so far ([`ToZygote::Fork`] or [`ToZygote::Took`]): an
+    /// offer that a later call overtook is stale. Attached: the zygote's end of the init's
+    /// socket pair and the read end of the pipe the init writes bash's status to.
+    Offer { serial: u64, generation: u64 },
     /// Call `id` ended so: its init exited (how the command ended, if the init did not say it
     /// on the pipe the helper holds), or could not be started.
     Exited { id: u64, status: Status },

@@ -6,9 +6,12 @@
 //! ([`super::init`]) in new user, PID, mount, IPC and UTS namespaces (and a network namespace
 //! of its own when commands have an allowlist): a fresh process view and `/proc`, a private
 //! copy of the view, and its own task count. The zygote keeps one such init ready ahead, set
-//! up and confined, in the memory cgroup of the next command; when the command comes, it
-//! mounts the command's covers into that init's mount namespace, hands it the command, moves
-//! into the next command's cgroup and readies the next init while the command runs. It kills
+//! up and confined, in the memory cgroup of the next command, and covered as the last command
+//! was; when the command comes, it mounts the command's covers into that init's mount
+//! namespace if they changed, hands it the command, moves into the next command's cgroup and
+//! readies the next init while the command runs. In a shell of many commands it also offers
+//! the ready init to the helper, which hands it a command with the same covers itself, one
+//! hop fewer on the command's way in, and tells the zygote after. It kills
 //! a command's init at the command's timeout or when the helper says so, which kills the
 //! command's whole PID namespace, and reaps each init, telling the helper when it exited (the
 //! helper hears how bash ended from the init itself, on the pipe the zygote hands it).
@@ -72,6 +75,7 @@ pub(super) fn main(mut zygote: Zygote, go: OwnedFd, socket: OwnedFd) -> ! {
                 running: HashMap::new(),
                 spare: None,
                 covers: None,
+                calls: 0,
             }
             .serve();
         }
@@ -169,6 +173,8 @@ struct Server<'a> {
     /// The init of the next command, when there is one ready ahead.
     spare: Option<Spare>,
     covers: Option<Covers>,
+    /// How many calls the helper has sent ([`ToZygote::Fork`] or [`ToZygote::Took`]).
+    calls: u64,
 }
 
 impl Server<'_> {
@@ -210,6 +216,9 @@ impl Server<'_> {
             }
             if fds[1].revents != 0 {
                 self.cover_spare();
+                if !self.offer() {
+                    return;
+                }
             }
             for (i, id) in ids.iter().enumerate() {
                 if fds[2 + i].revents != 0 && !self.follow(*id) {
@@ -261,32 +270,13 @@ impl Server<'_> {
                     unreachable!()
                 };
                 let then = then_enter.then(|| fds.pop()).flatten();
-                let mut status = None;
-                let outcome = match self.start(fork, fds) {
-                    Ok(mut call) => {
-                        // Bash's status goes to the helper first-hand, one hop fewer; a
-                        // one-command shell hears it from here, once the init is gone (see
-                        // `follow`).
-                        if self.zygote.setup.many {
-                            status = call.status.take();
-                        }
-                        self.running.insert(id, call);
-                        // The next command is born in the next cgroup.
-                        let failed = then.and_then(|then| enter(Some(&then)));
-                        FromZygote::Started { id, failed }
-                    }
-                    Err(why) => FromZygote::Exited {
-                        id,
-                        status: Status::Refused(why),
-                    },
-                };
-                let attached: Vec<_> = status.iter().map(AsFd::as_fd).collect();
-                let sent = wire::send(self.socket.as_fd(), &outcome, &attached).is_ok();
-                // While the command runs, when another may follow.
-                if self.zygote.setup.many {
-                    self.ready_spare();
-                }
-                sent
+                let started = self.start(fork, fds);
+                self.begun(id, started, then)
+            }
+            Ok(Some((ToZygote::Took { id, then_enter }, mut fds))) => {
+                let then = then_enter.then(|| fds.pop()).flatten();
+                let started = self.taken();
+                self.begun(id, started, then)
             }
             // The helper is gone.
             Ok(None) | Err(_) => false,
@@ -296,6 +286,72 @@ impl Server<'_> {
     /// Sends `message` to the helper: false when it is gone.
     fn send(&self, message: &FromZygote) -> bool {
         wire::send(self.socket.as_fd(), message, &[]).is_ok()
+    }
+
+    /// Follows call `id`, `started` or not, and tells the helper; moves into the cgroup of
+    /// the command after, `then`, and readies its init: false when the helper is gone.
+    fn begun(&mut self, id: u64, started: Result<Running, String>, then: Option<OwnedFd>) -> bool {
+        self.calls += 1;
+        let mut status = None;
+        let outcome = match started {
+            Ok(mut call) => {
+                // Bash's status goes to the helper first-hand, one hop fewer; a one-command
+                // shell hears it from here, once the init is gone (see `follow`).
+                if self.zygote.setup.many {
+                    status = call.status.take();
+                }
+                self.running.insert(id, call);
+                // The next command is born in the next cgroup.
+                let failed = then.and_then(|then| enter(Some(&then)));
+                FromZygote::Started { id, failed }
+            }
+            Err(why) => FromZygote::Exited {
+                id,
+                status: Status::Refused(why),
+            },
+        };
+        let attached: Vec<_> = status.iter().map(AsFd::as_fd).collect();
+        let sent = wire::send(self.socket.as_fd(), &outcome, &attached).is_ok();
+        // While the command runs, when another may follow.
+        if self.zygote.setup.many {
+            self.ready_spare();
+        }
+        sent
+    }
+
+    /// Offers the helper the spare init, once it is ready and covered, in a shell of many
+    /// commands: false when the helper is gone.
+    fn offer(&self) -> bool {
+        let Some(spare) = self.spare.as_ref() else {
+            return true;
+        };
+        let (Some(generation), true) = (spare.covered, self.zygote.setup.many) else {
+            return true;
+        };
+        let offer = FromZygote::Offer {
+            serial: self.calls,
+            generation,
+        };
+        let attached = [spare.control.as_fd(), spare.status.as_fd()];
+        wire::send(self.socket.as_fd(), &offer, &attached).is_ok()
+    }
+
+    /// The spare init, to which the helper handed its command: followed from now on, its
+    /// status heard by the helper.
+    fn taken(&mut self) -> Result<Running, String> {
+        match self.spare.take() {
+            Some(spare) if spare.mounts.is_some() => Ok(Running {
+                pid: spare.pid,
+                pidfd: spare.pidfd,
+                status: None,
+                deadline: Instant::now() + Duration::from_millis(self.zygote.setup.timeout_ms),
+                timed_out: false,
+            }),
+            spare => {
+                self.spare = spare;
+                Err("the sandbox's zygote had no ready init for the command".into())
+            }
+        }
     }
 
     /// Takes the mount namespace of the spare init, which says it is ready, and covers it as

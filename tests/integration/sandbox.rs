@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::util::{Cordon, Run};
+use crate::util::{Cordon, Live, Run};
 
 fn bash(cordon: &Cordon, command: &str) -> Run {
     cordon.call("bash", json!({ "command": command }))
@@ -453,4 +453,38 @@ fn only_layers_with_a_stand_in_may_be_allowed_missing() {
     for layer in &receipt["layers"].as_array().unwrap()[7..9] {
         assert_eq!(layer["enforcement"], "enforced", "{layer}");
     }
+}
+
+/// In a session the next command's init is made ready ahead, and the helper hands it the
+/// command itself when its protected paths are as they were: each command still gets its own
+/// PID namespace and `/tmp`, its timeout, and the protected paths as they are when it starts.
+#[test]
+fn commands_handed_to_an_init_ready_ahead_keep_a_fresh_view_their_timeout_and_protection() {
+    let c = crate::protect::repository().with_args(&["--timeout", "2"]);
+    let mut session = Live::start(&c);
+    let mut bash = |command: &str| {
+        session.send(json!({"tool": "bash", "input": {"command": command}}));
+        let answer = session.receive();
+        answer["output"].as_str().unwrap_or_default().to_string()
+    };
+    // The pauses let the next init get ready before its command comes.
+    assert_eq!(bash("echo mine > /tmp/mine; sleep 0.3; echo $$"), "2\n");
+    for round in 0..3 {
+        let out = bash(&format!(
+            "cat /tmp/mine 2>/dev/null || echo fresh; ps -e --no-headers | wc -l; sleep 0.3 # {round}"
+        ));
+        assert_eq!(out, "fresh\n4\n", "the init, bash, ps and wc only");
+    }
+    // The user replaces the stand-in of the missing .envrc between two commands.
+    std::fs::remove_dir(c.path(".envrc")).unwrap();
+    c.write(".envrc", "the user's\n");
+    let out = bash("echo evil >> .envrc; exit 0");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert_eq!(c.read(".envrc"), "the user's\n");
+    let started = Instant::now();
+    let out = bash("sleep 0.3; echo waiting; sleep 100");
+    assert_eq!(out, "waiting\n[error: 2s timeout exceeded]");
+    assert!(started.elapsed() < Duration::from_secs(6));
+    assert_eq!(bash("echo after"), "after\n");
+    session.finish();
 }
