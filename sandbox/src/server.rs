@@ -17,8 +17,9 @@
 //! would otherwise be paid on every call). When the command's init says how bash ended (on a
 //! pipe the zygote hands over; in a one-command shell, through the zygote), or the zygote
 //! says the init exited without saying it, the helper reads whether the kernel killed the
-//! command for lack of memory, removes the cgroup, lowers the shield and writes the report on
-//! the command's report pipe.
+//! command for lack of memory, lowers the shield and writes the report on the command's report
+//! pipe; it removes the command's cgroup once the zygote says the init is gone (a cgroup that
+//! still holds a task cannot be removed).
 //!
 //! A command is killed when the host says so ([`ToHelper::Stop`]), when its host end of the
 //! report pipe closes, and at its timeout (by the zygote). When the host goes away the helper
@@ -104,6 +105,8 @@ struct Server {
     /// Since when no command has run, while the shield is still raised.
     idle: Option<Instant>,
     covers: Covers,
+    /// The cgroups of commands reported ended whose init the zygote has not yet reaped.
+    ended: HashMap<u64, Cgroup>,
     /// The ready init the zygote offered, when the offer still holds.
     offered: Option<Offered>,
     /// How many calls the zygote has been sent ([`ToZygote::Fork`] or [`ToZygote::Took`]).
@@ -270,6 +273,7 @@ impl Server {
             shield,
             idle: None,
             covers: Covers::default(),
+            ended: HashMap::new(),
             offered: None,
             sent: 0,
         })
@@ -464,6 +468,9 @@ impl Server {
                 // What the init said, if it did, comes first: it may still be in its pipe.
                 let said = self.calls.get_mut(&id).and_then(Call::said);
                 self.finish(id, said.unwrap_or(status));
+                if let Some(cgroup) = self.ended.remove(&id) {
+                    cgroup.remove();
+                }
                 true
             }
             Ok(Some(_)) => true,
@@ -471,7 +478,7 @@ impl Server {
         }
     }
 
-    /// Reports the end of call `id`.
+    /// Reports the end of call `id`; its cgroup goes once its init is reaped.
     fn finish(&mut self, id: u64, status: Status) {
         let Some(call) = self.calls.remove(&id) else {
             return;
@@ -498,6 +505,9 @@ impl Server {
         };
         self.settle();
         write_report(&call.report, &report);
+        if let Some(cgroup) = call.cgroup {
+            self.ended.insert(id, cgroup);
+        }
     }
 
     /// Lowers the shield once no command runs (the stand-ins go before the host hears the
@@ -554,9 +564,11 @@ impl Server {
             }
             write_report(&call.report, &Report::refused(why.to_string()));
         }
+        let ended = self.ended.drain().map(|(_, cgroup)| cgroup);
         for cgroup in [self.memory.current.take(), self.memory.spare.take()]
             .into_iter()
             .flatten()
+            .chain(ended)
         {
             cgroup.remove();
         }

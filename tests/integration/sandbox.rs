@@ -488,3 +488,34 @@ fn commands_handed_to_an_init_ready_ahead_keep_a_fresh_view_their_timeout_and_pr
     assert_eq!(bash("echo after"), "after\n");
     session.finish();
 }
+
+/// A session removes each command's memory cgroup once the command is over, not when the
+/// session ends: a long session does not pile them up.
+#[test]
+fn a_session_removes_each_commands_cgroup_once_the_command_is_over() {
+    let c = Cordon::new();
+    let mut session = Live::start(&c);
+    for round in 0..6 {
+        let command = format!("echo {round}");
+        session.send(json!({"tool": "bash", "input": {"command": command}}));
+        assert_eq!(session.receive()["output"], format!("{round}\n"));
+    }
+    let helper = helper_of(session.child.id());
+    // The cgroups of the next command and of the one after it are made ahead.
+    let until = Instant::now() + Duration::from_secs(5);
+    while cgroups_of(helper).len() > 2 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = cgroups_of(helper);
+    assert!(
+        left.len() <= 2,
+        "the cgroups of ended commands stay: {left:?}"
+    );
+    session.finish();
+    let until = Instant::now() + Duration::from_secs(5);
+    while !cgroups_of(helper).is_empty() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = cgroups_of(helper);
+    assert!(left.is_empty(), "cgroups were left behind: {left:?}");
+}
