@@ -8,7 +8,9 @@
 //! writing `0` to `tasks` in v1, 30 µs; moving another process, or a thread group through
 //! `cgroup.procs`, waits for an RCU grace period, 5–30 ms measured), so the command's init is
 //! born in it, and everything the command starts inherits it. After the command the helper
-//! reads whether the kernel killed anything for lack of memory, then removes the cgroup.
+//! reads whether the kernel killed anything for lack of memory. Once the command's init is
+//! gone, its cgroup, empty, serves a later command ([`Cgroup::reuse`]): making and removing a
+//! memory cgroup for every command cost about 0.2 ms of each of a session's bash calls.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -31,6 +33,8 @@ pub(super) struct Cgroup {
     v2: bool,
     /// The file a task moves itself in with (writing `0`), open for writing.
     join: File,
+    /// The kills for lack of memory counted before its current command.
+    kills_before: u64,
 }
 
 impl Cgroups {
@@ -109,6 +113,7 @@ impl Cgroups {
                 dir: dir.clone(),
                 v2,
                 join,
+                kills_before: 0,
             })
         };
         setup().inspect_err(|_| {
@@ -130,20 +135,32 @@ impl Cgroup {
         if self.v2 { 2 } else { 1 }
     }
 
-    /// Whether the kernel killed a process of the cgroup because it reached its limit.
+    /// Whether the kernel killed a process of the cgroup because it reached its limit, during
+    /// its current command.
     pub fn oom_killed(&self) -> bool {
+        self.kills() > self.kills_before
+    }
+
+    /// The cgroup of a command that is over, with no task left, ready for another command:
+    /// what the command left in the page cache stays charged to it, and is reclaimed first
+    /// when the next one needs the memory.
+    pub fn reuse(mut self) -> Cgroup {
+        self.kills_before = self.kills();
+        self
+    }
+
+    /// How many processes the kernel killed in the cgroup for lack of memory so far.
+    fn kills(&self) -> u64 {
         let file = if self.v2 {
             "memory.events"
         } else {
             "memory.oom_control"
         };
-        std::fs::read_to_string(self.dir.join(file)).is_ok_and(|text| {
-            text.lines().any(|line| {
-                line.strip_prefix("oom_kill ")
-                    .and_then(|n| n.trim().parse::<u64>().ok())
-                    .is_some_and(|n| n > 0)
-            })
-        })
+        let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+        text.lines()
+            .find_map(|line| line.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     /// Removes the cgroup once its last task is gone.

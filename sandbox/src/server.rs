@@ -18,8 +18,7 @@
 //! pipe the zygote hands over; in a one-command shell, through the zygote), or the zygote
 //! says the init exited without saying it, the helper reads whether the kernel killed the
 //! command for lack of memory, lowers the shield and writes the report on the command's report
-//! pipe; it removes the command's cgroup once the zygote says the init is gone (a cgroup that
-//! still holds a task cannot be removed).
+//! pipe; the command's cgroup serves a later command once the zygote says the init is gone.
 //!
 //! A command is killed when the host says so ([`ToHelper::Stop`]), when its host end of the
 //! report pipe closes, and at its timeout (by the zygote). When the host goes away the helper
@@ -159,6 +158,8 @@ struct Memories {
     current: Option<Cgroup>,
     /// The cgroup for the command after the next, made while the commands run.
     spare: Option<Cgroup>,
+    /// Cgroups of commands that are over, empty, for later commands.
+    free: Vec<Cgroup>,
     /// Why commands cannot have memory cgroups of their own, if they cannot.
     missing: Option<String>,
 }
@@ -469,7 +470,7 @@ impl Server {
                 let said = self.calls.get_mut(&id).and_then(Call::said);
                 self.finish(id, said.unwrap_or(status));
                 if let Some(cgroup) = self.ended.remove(&id) {
-                    cgroup.remove();
+                    self.memory.reuse(cgroup);
                 }
                 true
             }
@@ -565,10 +566,12 @@ impl Server {
             write_report(&call.report, &Report::refused(why.to_string()));
         }
         let ended = self.ended.drain().map(|(_, cgroup)| cgroup);
+        let free = self.memory.free.drain(..);
         for cgroup in [self.memory.current.take(), self.memory.spare.take()]
             .into_iter()
             .flatten()
             .chain(ended)
+            .chain(free)
         {
             cgroup.remove();
         }
@@ -584,6 +587,7 @@ impl Memories {
             cgroups: None,
             current: None,
             spare: None,
+            free: Vec::new(),
             missing: None,
         };
         let Some(bytes) = bytes else {
@@ -632,16 +636,29 @@ impl Memories {
         self.spare.take()
     }
 
-    /// Makes the spare cgroup, if there is none (and cgroups can be made).
+    /// Makes the spare cgroup, if there is none (and cgroups can be made): one that a command
+    /// is over with, else a new one.
     fn replenish(&mut self) {
+        if self.spare.is_some() || self.missing.is_some() {
+            return;
+        }
+        self.spare = self.free.pop();
         if self.spare.is_none()
-            && self.missing.is_none()
             && let Some(cgroups) = self.cgroups.as_mut()
         {
             match cgroups.make() {
                 Ok(cgroup) => self.spare = Some(cgroup),
                 Err(why) => self.missing = Some(why),
             }
+        }
+    }
+
+    /// Keeps the cgroup of a command whose init is gone for a later command; one more than the
+    /// next command needs is removed.
+    fn reuse(&mut self, cgroup: Cgroup) {
+        match self.free.is_empty() && self.missing.is_none() {
+            true => self.free.push(cgroup.reuse()),
+            false => cgroup.remove(),
         }
     }
 }

@@ -489,26 +489,35 @@ fn commands_handed_to_an_init_ready_ahead_keep_a_fresh_view_their_timeout_and_pr
     session.finish();
 }
 
-/// A session removes each command's memory cgroup once the command is over, not when the
-/// session ends: a long session does not pile them up.
+/// A session keeps no more memory cgroups than its next commands need, reusing the cgroup
+/// of a command that is over: a long session does not pile them up, and a command killed for
+/// lack of memory does not make the next one reported so.
 #[test]
-fn a_session_removes_each_commands_cgroup_once_the_command_is_over() {
-    let c = Cordon::new();
+fn a_sessions_memory_cgroups_are_reused_and_a_kill_for_memory_stays_its_commands() {
+    let c = Cordon::new().with_args(&["--bash-memory", "64"]);
     let mut session = Live::start(&c);
-    for round in 0..6 {
-        let command = format!("echo {round}");
+    let mut bash = |command: &str| {
         session.send(json!({"tool": "bash", "input": {"command": command}}));
-        assert_eq!(session.receive()["output"], format!("{round}\n"));
+        session.receive()["output"].as_str().unwrap().to_string()
+    };
+    let killed = "[error: the command exceeded its memory limit of 64 MiB and was killed]";
+    for round in 0..3 {
+        assert_eq!(bash(&format!("echo {round}")), format!("{round}\n"));
+        if is_root() {
+            let hog = format!("python3 -c 'b = bytearray(100 << 20)' # {round}");
+            let out = bash(&hog);
+            assert!(out.ends_with(killed), "{out}");
+        }
     }
     let helper = helper_of(session.child.id());
-    // The cgroups of the next command and of the one after it are made ahead.
+    // The cgroups of the next command and of the one after it, and one to reuse.
     let until = Instant::now() + Duration::from_secs(5);
-    while cgroups_of(helper).len() > 2 && Instant::now() < until {
+    while cgroups_of(helper).len() > 3 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
     }
     let left = cgroups_of(helper);
     assert!(
-        left.len() <= 2,
+        left.len() <= 3,
         "the cgroups of ended commands stay: {left:?}"
     );
     session.finish();
