@@ -2,41 +2,40 @@
 //! output, and never outliving its call. It is the `shell` capability of cordon's plugins,
 //! and depends on nothing of them: a policy in, a [`Completion`] out.
 //!
-//! Its public face is [`run`] (a command under a [`Policy`]) and [`run_helper_if_asked`], which
-//! the program that calls [`run`] must call first thing in its `main`: commands run in a
-//! re-executed copy of that program.
+//! Its public face is [`Shell`] (commands under one [`Policy`], by a helper kept between
+//! them), [`run`] (one command) and [`run_helper_if_asked`], which the program that runs
+//! commands must call first thing in its `main`: commands run under a re-executed copy of that
+//! program.
 //!
 //! # How a command runs
 //!
-//! [`run`] (called by the host, blocking) re-executes the calling program as a *sandbox helper*
-//! ([`SANDBOX_ARG`], entry point [`run_helper_if_asked`]). The helper is freshly exec'd and
-//! single-threaded, so namespaces and confinement are never set up in a `pre_exec` of the
-//! multi-threaded host. The request travels on the helper's standard input (a memfd); the
-//! helper's environment is empty. The helper:
+//! A [`Shell`] re-executes the calling program once as a *sandbox helper* ([`SANDBOX_ARG`],
+//! entry point [`run_helper_if_asked`]); the helper is freshly exec'd and single-threaded, so
+//! namespaces and confinement are never set up in a `pre_exec` of the multi-threaded host,
+//! and its environment is empty. The helper (`server.rs`) leaves the host's session, prepares
+//! the confinement, finds where memory cgroups can be made and, when cordon runs as root,
+//! opens the host trees of the view; then it clones the *zygote* (`zygote.rs`) into new user,
+//! PID, mount, IPC, UTS and network namespaces, which builds the view once.
 //!
-//! - leaves the host's session, prepares the seccomp filters and the memory cgroup, and, when
-//!   cordon runs as root, opens the host trees of the command's view;
-//! - clones the command's *init* into new user, PID, mount, IPC, UTS and network namespaces
-//!   and writes its id maps;
-//! - waits for the init to exit or for the timeout, and kills the init when the timeout
-//!   passes or the host goes away: the kernel then kills every process of the PID namespace
-//!   at once — background jobs, daemons in their own session, fork chains that `setsid` and
-//!   regrow — and hands the init back only once the namespace is empty;
-//! - reports how bash ended on its standard error, which the host reads.
-//!
-//! The init (pid 1) joins the memory cgroup, takes a cgroup namespace, builds the view,
-//! confines itself, then forks `bash --noprofile --norc -c <command>` in its own session,
-//! standard input `/dev/null`, standard output and error on one pipe (so they stay in the
-//! order written), working directory the workspace, and a fixed environment
-//! ([`ENVIRONMENT`]): `PATH` ([`PATH`]), `HOME` ([`HOME`]), `TMPDIR` `/tmp`, `LANG` and
-//! `LC_ALL` `C.UTF-8`, `TERM` `dumb`; nothing of the host's environment. It reaps every orphan
-//! of the namespace until bash exits, reports bash's status and exits; whatever is left dies
-//! with it. The init dies with the helper (parent-death signal), so a killed helper — or a
-//! killed host, whose helper then kills the init — leaves nothing behind either.
+//! Each command gets an *init* (`init.rs`) of its own: pid 1 of new user, PID, mount, IPC and
+//! UTS namespaces, cloned by the zygote ahead of the command in the command's memory cgroup,
+//! which mounts what is fresh for each command, confines itself and waits. Given its command,
+//! it forks `bash --noprofile --norc -c <command>` in its own session, standard input
+//! `/dev/null`, standard output and error on one pipe (so they stay in the order written),
+//! working directory the workspace, and a fixed environment ([`ENVIRONMENT`]): `PATH`
+//! ([`PATH`]), `HOME` ([`HOME`]), `TMPDIR` `/tmp`, `LANG` and `LC_ALL` `C.UTF-8`, `TERM`
+//! `dumb`; nothing of the host's environment. It reaps every orphan of the namespace until bash
+//! exits, kills what is left, reports bash's status and exits. At the timeout, or when the host
+//! stops the command, the zygote kills the init: the kernel then kills every process of the
+//! PID namespace at once — background jobs, daemons in their own session, fork chains that
+//! `setsid` and regrow. The zygote dies with the helper and the inits with the zygote
+//! (parent-death signal, and pid 1 of the namespaces), so a killed helper, or a killed host
+//! whose socket to the helper closes, leaves nothing behind.
 //!
 //! The host drains the output pipe continuously and keeps at most [`Policy::output_cap`] bytes
-//! (the rest is counted in [`Completion::omitted_bytes`]). If the helper itself does not
-//! finish within [`BACKSTOP_GRACE`] after the timeout, the host kills it.
+//! (the rest is counted in [`Completion::omitted_bytes`]). If the helper has not reported
+//! within [`BACKSTOP_GRACE`] after the timeout, the host gives the command up and tells the
+//! helper to kill it.
 //!
 //! # Confinement (Linux)
 //!
