@@ -8,9 +8,9 @@
 //! writing `0` to `tasks` in v1, 30 µs; moving another process, or a thread group through
 //! `cgroup.procs`, waits for an RCU grace period, 5–30 ms measured), so the command's init is
 //! born in it, and everything the command starts inherits it. After the command the helper
-//! reads whether the kernel killed anything for lack of memory. Once the command's init is
-//! gone, its cgroup, empty, serves a later command ([`Cgroup::reuse`]): making and removing a
-//! memory cgroup for every command cost about 0.2 ms of each of a session's bash calls.
+//! reads whether the kernel killed anything for lack of memory ([`Cgroup::oom_killed`]). Once
+//! the command's init is gone, its cgroup, empty, serves a later command: making and removing
+//! a memory cgroup for every command cost about 0.2 ms of each of a session's bash calls.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -135,18 +135,14 @@ impl Cgroup {
         if self.v2 { 2 } else { 1 }
     }
 
-    /// Whether the kernel killed a process of the cgroup because it reached its limit, during
-    /// its current command.
-    pub fn oom_killed(&self) -> bool {
-        self.kills() > self.kills_before
-    }
-
-    /// The cgroup of a command that is over, with no task left, ready for another command:
-    /// what the command left in the page cache stays charged to it, and is reclaimed first
-    /// when the next one needs the memory.
-    pub fn reuse(mut self) -> Cgroup {
-        self.kills_before = self.kills();
-        self
+    /// Whether the kernel killed a process of the cgroup because it reached its limit during
+    /// the command that is over; the count so far is the next command's baseline, should the
+    /// cgroup serve another once it is empty (what the command left in the page cache then
+    /// stays charged to it, and is reclaimed first when the next one needs the memory).
+    pub fn oom_killed(&mut self) -> bool {
+        let kills = self.kills();
+        let before = std::mem::replace(&mut self.kills_before, kills);
+        kills > before
     }
 
     /// How many processes the kernel killed in the cgroup for lack of memory so far.

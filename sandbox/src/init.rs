@@ -4,9 +4,10 @@
 //! Ahead of its command, the init maps its user, takes a cgroup namespace (it was born in the
 //! command's memory cgroup), opens the proxy's port when commands have an allowlist, mounts
 //! what is fresh for each command ([`view::fresh`]), confines itself ([`Plan::apply`]) and
-//! readies bash (its path and environment); then it says it is ready and waits. Meanwhile the zygote mounts the command's protected
-//! and hidden paths into its mount namespace ([`view::cover`]), which needs no more than the
-//! namespace: a confined process may not mount, but the zygote may mount for it.
+//! readies bash (its path and environment); then it says it is ready and waits. Meanwhile the
+//! zygote mounts the command's protected and hidden paths into its mount namespace
+//! ([`view::cover`]), which needs no more than the namespace: a confined process may not
+//! mount, but the zygote may mount for it.
 //!
 //! Given its command ([`Go`]), the init hands the proxy's port over, forks bash and reaps every
 //! process of the namespace until bash exits; then it kills and reaps whatever is left,

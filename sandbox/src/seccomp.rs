@@ -122,7 +122,6 @@ const NAMESPACE_FLAGS: [libc::c_int; 7] = [
 ];
 
 /// How a call is refused, if it is.
-#[derive(Clone, Debug, PartialEq)]
 enum Rule {
     /// Whatever its arguments, with `EPERM`.
     Denied,
@@ -133,7 +132,6 @@ enum Rule {
 }
 
 /// The arguments that make a call refused with `EPERM`.
-#[derive(Clone, Debug, PartialEq)]
 enum Check {
     /// Argument `arg` has any of `bits` set.
     AnyBit { arg: u8, bits: u32 },
@@ -244,14 +242,14 @@ impl Assembler {
         self.labels[label] = Some(self.ops.len());
     }
 
+    /// An instruction that goes on to the next one.
+    fn op(&mut self, code: u32, k: u32) {
+        self.ops.push((code, To::Next, To::Next, k));
+    }
+
     /// Loads the 32 bits of `seccomp_data` at `offset`.
     fn load(&mut self, offset: u32) {
-        self.ops.push((
-            libc::BPF_LD | libc::BPF_W | libc::BPF_ABS,
-            To::Next,
-            To::Next,
-            offset,
-        ));
+        self.op(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset);
     }
 
     /// Loads the low 32 bits of argument `arg` (as seccompiler's 32-bit comparisons did).
@@ -265,18 +263,21 @@ impl Assembler {
             .push((libc::BPF_JMP | test | libc::BPF_K, yes, no, k));
     }
 
+    /// Jumps where the first of `cases` equal to the loaded value says, else to `otherwise`.
+    fn cases(&mut self, cases: impl ExactSizeIterator<Item = (u32, To)>, otherwise: To) {
+        let last = cases.len().saturating_sub(1);
+        for (i, (value, to)) in cases.enumerate() {
+            let no = if i == last { otherwise } else { To::Next };
+            self.jump(libc::BPF_JEQ, value, to, no);
+        }
+    }
+
     fn and(&mut self, k: u32) {
-        self.ops.push((
-            libc::BPF_ALU | libc::BPF_AND | libc::BPF_K,
-            To::Next,
-            To::Next,
-            k,
-        ));
+        self.op(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K, k);
     }
 
     fn ret(&mut self, value: u32) {
-        self.ops
-            .push((libc::BPF_RET | libc::BPF_K, To::Next, To::Next, value));
+        self.op(libc::BPF_RET | libc::BPF_K, value);
     }
 
     fn finish(self) -> BpfProgram {
@@ -350,15 +351,8 @@ const LEAF: usize = 4;
 /// when it is none of them: a binary search, then a few comparisons.
 fn tree(asm: &mut Assembler, targets: &[(u32, usize)]) {
     if targets.len() <= LEAF {
-        for (i, &(nr, label)) in targets.iter().enumerate() {
-            let otherwise = if i + 1 == targets.len() {
-                To::Label(ALLOW)
-            } else {
-                To::Next
-            };
-            asm.jump(libc::BPF_JEQ, nr, To::Label(label), otherwise);
-        }
-        return;
+        let cases = targets.iter().map(|&(nr, label)| (nr, To::Label(label)));
+        return asm.cases(cases, To::Label(ALLOW));
     }
     let (low, high) = targets.split_at(targets.len() / 2);
     let higher = asm.label();
@@ -388,14 +382,7 @@ fn emit(asm: &mut Assembler, check: &Check) {
         }
         Check::NoneOf(allowed) => {
             asm.load_arg(0);
-            for (i, &value) in allowed.iter().enumerate() {
-                let otherwise = if i + 1 == allowed.len() {
-                    eperm
-                } else {
-                    To::Next
-                };
-                asm.jump(libc::BPF_JEQ, value, allow, otherwise);
-            }
+            asm.cases(allowed.iter().map(|&value| (value, allow)), eperm);
         }
     }
 }

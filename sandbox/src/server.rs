@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -104,8 +104,6 @@ struct Server {
     /// Since when no command has run, while the shield is still raised.
     idle: Option<Instant>,
     covers: Covers,
-    /// The cgroups of commands reported ended whose init the zygote has not yet reaped.
-    ended: HashMap<u64, Cgroup>,
     /// The ready init the zygote offered, when the offer still holds.
     offered: Option<Offered>,
     /// How many calls the zygote has been sent ([`ToZygote::Fork`] or [`ToZygote::Took`]).
@@ -158,6 +156,9 @@ struct Memories {
     current: Option<Cgroup>,
     /// The cgroup for the command after the next, made while the commands run.
     spare: Option<Cgroup>,
+    /// The cgroups of commands that are over, by call, until the zygote says their init is
+    /// reaped (a cgroup that holds a task can serve no other command, nor be removed).
+    over: HashMap<u64, Cgroup>,
     /// Cgroups of commands that are over, empty, for later commands.
     free: Vec<Cgroup>,
     /// Why commands cannot have memory cgroups of their own, if they cannot.
@@ -274,7 +275,6 @@ impl Server {
             shield,
             idle: None,
             covers: Covers::default(),
-            ended: HashMap::new(),
             offered: None,
             sent: 0,
         })
@@ -383,11 +383,7 @@ impl Server {
             command,
             address_space,
         };
-        // Straight to the init the zygote offered, when its covers are this command's.
-        let offered = (self.offered.take())
-            .filter(|o| o.serial == self.sent && o.generation == generation)
-            .filter(|o| wire::send(o.control.as_fd(), &go, &attached).is_ok());
-        let status = offered.map(|o| o.status);
+        let status = self.hand_over(&go, &attached, generation);
         let then_enter = then.is_some();
         let (message, mut attached) = match status {
             Some(_) => (ToZygote::Took { id, then_enter }, Vec::new()),
@@ -435,6 +431,16 @@ impl Server {
         );
     }
 
+    /// Hands `go` (with `attached`) straight to the init the zygote offered, when the offer
+    /// still holds and that init is covered for `generation`: the pipe it says how bash ended
+    /// on.
+    fn hand_over(&mut self, go: &Go, attached: &[BorrowedFd], generation: u64) -> Option<File> {
+        let offered = self.offered.take()?;
+        let holds = offered.serial == self.sent && offered.generation == generation;
+        let handed = holds && wire::send(offered.control.as_fd(), go, attached).is_ok();
+        handed.then_some(offered.status)
+    }
+
     /// Handles what the zygote says; false when it is gone.
     fn hear_zygote(&mut self) -> bool {
         match wire::recv::<FromZygote>(self.socket.as_fd()) {
@@ -469,9 +475,7 @@ impl Server {
                 // What the init said, if it did, comes first: it may still be in its pipe.
                 let said = self.calls.get_mut(&id).and_then(Call::said);
                 self.finish(id, said.unwrap_or(status));
-                if let Some(cgroup) = self.ended.remove(&id) {
-                    self.memory.reuse(cgroup);
-                }
+                self.memory.reaped(id);
                 true
             }
             Ok(Some(_)) => true,
@@ -481,10 +485,10 @@ impl Server {
 
     /// Reports the end of call `id`; its cgroup goes once its init is reaped.
     fn finish(&mut self, id: u64, status: Status) {
-        let Some(call) = self.calls.remove(&id) else {
+        let Some(mut call) = self.calls.remove(&id) else {
             return;
         };
-        let oom = call.cgroup.as_ref().map(Cgroup::oom_killed);
+        let oom = call.cgroup.as_mut().map(Cgroup::oom_killed);
         let status = match status {
             Status::Refused(why) => Status::Refused(why),
             _ if oom == Some(true) => {
@@ -507,7 +511,7 @@ impl Server {
         self.settle();
         write_report(&call.report, &report);
         if let Some(cgroup) = call.cgroup {
-            self.ended.insert(id, cgroup);
+            self.memory.over(id, cgroup);
         }
     }
 
@@ -565,16 +569,7 @@ impl Server {
             }
             write_report(&call.report, &Report::refused(why.to_string()));
         }
-        let ended = self.ended.drain().map(|(_, cgroup)| cgroup);
-        let free = self.memory.free.drain(..);
-        for cgroup in [self.memory.current.take(), self.memory.spare.take()]
-            .into_iter()
-            .flatten()
-            .chain(ended)
-            .chain(free)
-        {
-            cgroup.remove();
-        }
+        self.memory.remove_all();
     }
 }
 
@@ -587,6 +582,7 @@ impl Memories {
             cgroups: None,
             current: None,
             spare: None,
+            over: HashMap::new(),
             free: Vec::new(),
             missing: None,
         };
@@ -653,12 +649,32 @@ impl Memories {
         }
     }
 
-    /// Keeps the cgroup of a command whose init is gone for a later command; one more than the
-    /// next command needs is removed.
-    fn reuse(&mut self, cgroup: Cgroup) {
+    /// Holds the cgroup of call `id`, which is over, until its init is reaped.
+    fn over(&mut self, id: u64, cgroup: Cgroup) {
+        self.over.insert(id, cgroup);
+    }
+
+    /// Keeps the cgroup of call `id`, whose init is reaped, for a later command; one more than
+    /// the next command needs is removed.
+    fn reaped(&mut self, id: u64) {
+        let Some(cgroup) = self.over.remove(&id) else {
+            return;
+        };
         match self.free.is_empty() && self.missing.is_none() {
-            true => self.free.push(cgroup.reuse()),
+            true => self.free.push(cgroup),
             false => cgroup.remove(),
+        }
+    }
+
+    /// Removes every cgroup of the shell (once its zygote, and with it every command, is
+    /// killed).
+    fn remove_all(&mut self) {
+        let over = self.over.drain().map(|(_, cgroup)| cgroup);
+        let made = [self.current.take(), self.spare.take()]
+            .into_iter()
+            .flatten();
+        for cgroup in made.chain(over).chain(self.free.drain(..)) {
+            cgroup.remove();
         }
     }
 }

@@ -322,10 +322,10 @@ impl Server<'_> {
     /// Offers the helper the spare init, once it is ready and covered, in a shell of many
     /// commands: false when the helper is gone.
     fn offer(&self) -> bool {
-        let Some(spare) = self.spare.as_ref() else {
+        let Some(spare) = self.spare.as_ref().filter(|_| self.zygote.setup.many) else {
             return true;
         };
-        let (Some(generation), true) = (spare.covered, self.zygote.setup.many) else {
+        let Some(generation) = spare.covered else {
             return true;
         };
         let offer = FromZygote::Offer {
@@ -340,13 +340,7 @@ impl Server<'_> {
     /// status heard by the helper.
     fn taken(&mut self) -> Result<Running, String> {
         match self.spare.take() {
-            Some(spare) if spare.mounts.is_some() => Ok(Running {
-                pid: spare.pid,
-                pidfd: spare.pidfd,
-                status: None,
-                deadline: Instant::now() + Duration::from_millis(self.zygote.setup.timeout_ms),
-                timed_out: false,
-            }),
+            Some(spare) if spare.mounts.is_some() => Ok(self.running(spare, false)),
             spare => {
                 self.spare = spare;
                 Err("the sandbox's zygote had no ready init for the command".into())
@@ -500,13 +494,19 @@ impl Server<'_> {
             refused(spare);
             return Err(format!("cannot hand the command to its init: {e}"));
         }
-        Ok(Running {
+        Ok(self.running(spare, true))
+    }
+
+    /// The init `spare`, given its command now, as the zygote follows it; with its status
+    /// pipe when `heard_here` (else the helper holds it).
+    fn running(&self, spare: Spare, heard_here: bool) -> Running {
+        Running {
             pid: spare.pid,
             pidfd: spare.pidfd,
-            status: Some(spare.status),
+            status: heard_here.then_some(spare.status),
             deadline: Instant::now() + Duration::from_millis(self.zygote.setup.timeout_ms),
             timed_out: false,
-        })
+        }
     }
 }
 
