@@ -273,13 +273,7 @@ fn session_and_mcp_refuse_the_same_writes_and_find_the_same_toolchains() {
 fn a_session_protects_what_changed_since_its_last_command() {
     let c = repository();
     let mut session = Live::start(&c);
-    let mut bash = |command: &str| {
-        session.send(json!({"tool": "bash", "input": {"command": command}}));
-        session.receive()["output"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
+    let mut bash = |command: &str| session.bash(command);
     assert_eq!(bash("git init -q nested && echo made"), "made\n");
     let out = bash("echo evil > nested/.git/hooks/post-checkout; exit 0");
     assert!(out.contains("Read-only file system"), "{out}");

@@ -462,11 +462,7 @@ fn only_layers_with_a_stand_in_may_be_allowed_missing() {
 fn commands_handed_to_an_init_ready_ahead_keep_a_fresh_view_their_timeout_and_protection() {
     let c = crate::protect::repository().with_args(&["--timeout", "2"]);
     let mut session = Live::start(&c);
-    let mut bash = |command: &str| {
-        session.send(json!({"tool": "bash", "input": {"command": command}}));
-        let answer = session.receive();
-        answer["output"].as_str().unwrap_or_default().to_string()
-    };
+    let mut bash = |command: &str| session.bash(command);
     // The pauses let the next init get ready before its command comes.
     assert_eq!(bash("echo mine > /tmp/mine; sleep 0.3; echo $$"), "2\n");
     for round in 0..3 {
@@ -496,10 +492,7 @@ fn commands_handed_to_an_init_ready_ahead_keep_a_fresh_view_their_timeout_and_pr
 fn a_sessions_memory_cgroups_are_reused_and_a_kill_for_memory_stays_its_commands() {
     let c = Cordon::new().with_args(&["--bash-memory", "64"]);
     let mut session = Live::start(&c);
-    let mut bash = |command: &str| {
-        session.send(json!({"tool": "bash", "input": {"command": command}}));
-        session.receive()["output"].as_str().unwrap().to_string()
-    };
+    let mut bash = |command: &str| session.bash(command);
     let killed = "[error: the command exceeded its memory limit of 64 MiB and was killed]";
     for round in 0..3 {
         assert_eq!(bash(&format!("echo {round}")), format!("{round}\n"));
@@ -511,20 +504,24 @@ fn a_sessions_memory_cgroups_are_reused_and_a_kill_for_memory_stays_its_commands
     }
     let helper = helper_of(session.child.id());
     // The cgroups of the next command and of the one after it, and one to reuse.
-    let until = Instant::now() + Duration::from_secs(5);
-    while cgroups_of(helper).len() > 3 && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left = cgroups_of(helper);
+    let left = cgroups_down_to(helper, 3);
     assert!(
         left.len() <= 3,
         "the cgroups of ended commands stay: {left:?}"
     );
     session.finish();
+    let left = cgroups_down_to(helper, 0);
+    assert!(left.is_empty(), "cgroups were left behind: {left:?}");
+}
+
+/// The cgroups of `helper` once at most `count` are left, or after 5 s.
+fn cgroups_down_to(helper: u32, count: usize) -> Vec<PathBuf> {
     let until = Instant::now() + Duration::from_secs(5);
-    while !cgroups_of(helper).is_empty() && Instant::now() < until {
+    loop {
+        let left = cgroups_of(helper);
+        if left.len() <= count || Instant::now() >= until {
+            return left;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let left = cgroups_of(helper);
-    assert!(left.is_empty(), "cgroups were left behind: {left:?}");
 }

@@ -343,6 +343,13 @@ impl Live {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
     }
 
+    /// Runs `command` with the bash tool: the output the model sees.
+    pub fn bash(&mut self, command: &str) -> String {
+        self.send(serde_json::json!({"tool": "bash", "input": {"command": command}}));
+        let answer = self.receive();
+        answer["output"].as_str().unwrap_or_default().to_string()
+    }
+
     pub fn finish(mut self) {
         drop(self.stdin);
         assert!(self.child.wait().unwrap().success());
