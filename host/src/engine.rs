@@ -7,12 +7,12 @@
 //!
 //! An artifact is machine code that wasmtime loads without checking it, so each carries a MAC
 //! under a key of 32 random bytes kept with cordon's config (`cache.key`, mode 0600, outside
-//! every grant like the cache itself, see [`crate::own`]). Loading reads the file into memory
-//! once, checks the MAC (keyed BLAKE3, 2.6× the speed of HMAC-SHA256 here) in constant time
-//! and deserializes those very bytes: an artifact that was changed, or swapped for another
-//! (the MAC covers its name too), is compiled again and overwritten, never loaded. That
-//! private copy is the price: loading a 0.7 MB artifact takes ~1 ms instead of ~0.3 ms to map
-//! the file, a 3 MB one ~4 ms instead of ~0.4 ms (the MAC itself is ~0.25 ms per MB).
+//! every grant like the cache itself, see [`crate::own`]). Loading copies the code where no one
+//! can change it (a sealed memory file, see [`artifact`]), checks the MAC (keyed BLAKE3, 2.6×
+//! the speed of HMAC-SHA256 here) over the bytes copied, in constant time, and has wasmtime
+//! map that copy: an artifact that was changed, or swapped for another (the MAC covers its name
+//! too), is compiled again and overwritten, never loaded. The copy is the price of checking:
+//! mapping the file itself would let whoever can write it change the code after its check.
 
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -26,6 +26,9 @@ use wasmtime::{Config, Enabled, InstanceAllocationStrategy, PoolingAllocationCon
 
 use crate::Error;
 use crate::workers::Workers;
+use artifact::{Code, KEY_LEN, mac};
+
+mod artifact;
 
 /// How often the engine's epoch advances: the granularity of plugin deadlines.
 pub const TICK: Duration = Duration::from_millis(10);
@@ -53,9 +56,6 @@ struct Artifacts {
     dir: PathBuf,
     key: [u8; KEY_LEN],
 }
-
-/// The length of the cache key and of an artifact's MAC, which precedes the compiled code.
-const KEY_LEN: usize = 32;
 
 impl Engine {
     /// An engine with cordon's configuration, caching compiled components in `cache` (none: no
@@ -171,23 +171,21 @@ impl Engine {
     /// authentic.
     fn load(&self, name: &str, name_hash: &[u8; 32], path: &Path) -> Option<Component> {
         let cache = self.cache.as_ref()?;
-        // Read once: what is checked is what is deserialized, whatever happens to the file.
-        let data = match std::fs::read(path) {
-            Ok(data) => data,
+        let code = match Code::open(path, &cache.key, name_hash) {
+            Ok(Some(code)) => code,
+            Ok(None) => {
+                tracing::warn!(plugin = name, path = %path.display(), "cached component failed authentication; compiling again");
+                return None;
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => {
                 tracing::warn!(plugin = name, path = %path.display(), "cannot read the cached component ({e}); compiling again");
                 return None;
             }
         };
-        let Some(code) = authentic(&cache.key, name_hash, &data) else {
-            tracing::warn!(plugin = name, path = %path.display(), "cached component failed authentication; compiling again");
-            return None;
-        };
         // SAFETY: `code` carries a valid MAC under this cache's key for this artifact name: it
-        // is what this engine configuration serialized for this component, and it is in memory
-        // no one else can change.
-        match unsafe { Component::deserialize(&self.engine, code) } {
+        // is what this engine configuration serialized for this component.
+        match unsafe { code.deserialize(&self.engine) } {
             Ok(component) => {
                 tracing::debug!(plugin = name, path = %path.display(), "loaded compiled component from cache");
                 Some(component)
@@ -267,22 +265,6 @@ fn write_atomically(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     }
     tmp.persist(path)?;
     Ok(())
-}
-
-/// The MAC of the artifact `code` named `name_hash` under `key`.
-fn mac(key: &[u8; KEY_LEN], name_hash: &[u8; 32], code: &[u8]) -> blake3::Hash {
-    let mut hasher = blake3::Hasher::new_keyed(key);
-    hasher.update(name_hash);
-    hasher.update(code);
-    hasher.finalize()
-}
-
-/// The code of the cached artifact `data` (MAC, then code) named `name_hash`, when its MAC
-/// under `key` is right.
-fn authentic<'a>(key: &[u8; KEY_LEN], name_hash: &[u8; 32], data: &'a [u8]) -> Option<&'a [u8]> {
-    let (tag, code) = data.split_first_chunk::<KEY_LEN>()?;
-    // `blake3::Hash` compares in constant time.
-    (blake3::Hash::from_bytes(*tag) == mac(key, name_hash, code)).then_some(code)
 }
 
 /// The cache key in the file `path`; a missing file is created with 32 random bytes (mode 0600,
@@ -437,5 +419,33 @@ mod tests {
         let (_, write_path) = engine.artifact(&write_file).unwrap();
         std::fs::copy(&write_path, &path).unwrap();
         assert!(!loads(&engine, &digest), "another name");
+    }
+
+    #[test]
+    fn what_is_checked_is_what_is_loaded_though_the_file_changes_after_its_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, path, _, digest) = cached(dir.path());
+        let (name_hash, _) = engine.artifact(&digest).unwrap();
+        let key = &engine.cache.as_ref().unwrap().key;
+        let code = Code::open(&path, key, &name_hash)
+            .unwrap()
+            .expect("authentic");
+        let Code::Sealed { _file: sealed, .. } = &code else {
+            panic!("a memory file can be made here, so the code is copied into one");
+        };
+        let seals = rustix::fs::fcntl_get_seals(sealed).unwrap();
+        assert!(seals.contains(rustix::fs::SealFlags::WRITE | rustix::fs::SealFlags::SEAL));
+        // The same file (inode), its every byte changed after the check.
+        let mut changed = std::fs::read(&path).unwrap();
+        changed.iter_mut().for_each(|b| *b = !*b);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .write_all(&changed)
+            .unwrap();
+        // SAFETY: authenticated above.
+        let component = unsafe { code.deserialize(&engine.engine) }.expect("the checked code");
+        assert!(component.component_type().exports(&engine.engine).count() > 0);
     }
 }
