@@ -2,7 +2,7 @@
 //! passes before anything connects to it.
 //!
 //! A command with an [`Allowlist`] keeps its empty network namespace; its only way out is
-//! cordon's proxy ([`super::proxy`]), which asks [`Allowlist::decide`] about every
+//! cordon's proxy (the `proxy` module), which asks [`Allowlist::decide`] about every
 //! connection. A name is matched as the client asked for it, then resolved by cordon, and the
 //! proxy connects to the very addresses that were checked: an answer that changes between the
 //! check and the connect (DNS rebinding) cannot move the connection. An allowed name that

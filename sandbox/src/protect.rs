@@ -14,7 +14,7 @@
 //! A protected path that does not exist when a command starts cannot be created by it either:
 //! the view mounts an empty read-only directory there (created for the call and removed after
 //! it), so `.envrc` or `.git/hooks` stays uncreatable. A git directory created by a command
-//! (`git init`) is protected from the next call on. [`Guard::unprotect`] relaxes a path and
+//! (`git init`) is protected from the next call on. `Guard::unprotect` relaxes a path and
 //! everything below it.
 
 use std::path::{Component, Path, PathBuf};
