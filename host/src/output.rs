@@ -62,7 +62,7 @@ fn notice(cut_chars: usize, omitted_bytes: u64) -> Option<String> {
 const QUOTED_CHARS: usize = 100;
 
 /// `shown` for an error message about bad input: whole when short, else its first
-/// [`QUOTED_CHARS`] characters, marked as cut and with the total length, e.g.
+/// `QUOTED_CHARS` characters, marked as cut and with the total length, e.g.
 /// `{"tool": 12, … (52428800 more characters, 52428900 in all)`. Input can be a 50 MB line,
 /// so only the quoted prefix is ever held: the rest is counted as it is formatted.
 pub fn quote(shown: impl std::fmt::Display) -> String {

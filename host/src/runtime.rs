@@ -3,7 +3,7 @@
 //! Whatever the front door (library, `cordon call`, `cordon session`, `cordon mcp`), a call is:
 //! find the tool, parse and validate the input against its schema, run it in a fresh instance
 //! of its plugin, and bound the output. Every ordinary failure on the way is a failed
-//! [`Outcome`] with a text for the model, never an error.
+//! [`CallOutcome`] with a text for the model, never an error.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -263,8 +263,8 @@ const BLOCKS: [&str; 22] = [
     "hr",
 ];
 
-/// `html` as readable text: tags dropped, the content of [`HIDDEN`] elements dropped (a
-/// page's title kept), a line break at each of [`BLOCKS`], entities decoded, runs of blank
+/// `html` as readable text: tags dropped, the content of `HIDDEN` elements dropped (a
+/// page's title kept), a line break at each of `BLOCKS`, entities decoded, runs of blank
 /// space collapsed.
 pub fn readable(html: &str) -> String {
     let mut text = String::new();

@@ -44,7 +44,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> 
 }
 
 /// Replaces `path` with `contents`, atomically: readers see the old file or the new one,
-/// never a part, and a failure or a kill leaves no temporary file behind (see [`write_new`]).
+/// never a part, and a failure or a kill leaves no temporary file behind (see `write_new`).
 pub fn replace(roots: &Roots, path: &Path, contents: &[u8]) -> Result<(), ReplaceError> {
     let shown = path.display().to_string();
     let not_permitted = || {

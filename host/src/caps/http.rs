@@ -3,7 +3,7 @@
 //!
 //! wasmtime-wasi-http parses and checks what the plugin builds; this module decides whether it
 //! is sent. A request goes out only to a host of the grant, decided as bash's proxy decides
-//! ([`Allowlist::decide`]: the name as the plugin gave it, resolved by cordon, loopback,
+//! ([`cordon_sandbox::Allowlist::decide`]: the name as the plugin gave it, resolved by cordon, loopback,
 //! link-local and private addresses refused unless named), and to exactly the address that
 //! was checked: wasmtime-wasi-http's own sender resolves the name again, which would let a DNS
 //! answer change between the check and the connect, so the connection (TCP, then TLS for
