@@ -6,8 +6,8 @@
 //! file is then sealed against every change and wasmtime maps it. Reading the file into memory
 //! and deserializing from there, as cordon did before, copied the code twice in this process:
 //! once to read it, once more into wasmtime's own mapping, and each copy faulted in a page
-//! every 4 KiB (two thirds of the page faults of a one-shot `cordon call read_file`). Where
-//! memory files cannot be made or reopened (no `/proc`), the code is read into memory as before.
+//! every 4 KiB (46 % of the page faults of a one-shot `cordon call read_file`). Where memory
+//! files cannot be made or reopened (no `/proc`), the code is read into memory as before.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
