@@ -8,9 +8,9 @@
 //! An artifact is machine code that wasmtime loads without checking it, so each carries a MAC
 //! under a key of 32 random bytes kept with cordon's config (`cache.key`, mode 0600, outside
 //! every grant like the cache itself, see [`crate::own`]). Loading copies the code where no one
-//! can change it (a sealed memory file, see `engine/artifact.rs`), checks the MAC (keyed BLAKE3, 2.6×
-//! the speed of HMAC-SHA256 here) over the bytes copied, in constant time, and has wasmtime
-//! map that copy: an artifact that was changed, or swapped for another (the MAC covers its name
+//! can change it (a sealed memory file, see `engine/artifact.rs`), checks the MAC (keyed
+//! BLAKE3, 2.6× the speed of HMAC-SHA256 here) over the bytes copied, in constant time, and
+//! has wasmtime map that copy: an artifact that was changed, or swapped for another (the MAC covers its name
 //! too), is compiled again and overwritten, never loaded. The copy is the price of checking:
 //! mapping the file itself would let whoever can write it change the code after its check.
 
@@ -430,7 +430,7 @@ mod tests {
         let code = Code::open(&path, key, &name_hash)
             .unwrap()
             .expect("authentic");
-        let Code::Sealed { _file: sealed, .. } = &code else {
+        let Code::Sealed(sealed) = &code else {
             panic!("a memory file can be made here, so the code is copied into one");
         };
         let seals = rustix::fs::fcntl_get_seals(sealed).unwrap();

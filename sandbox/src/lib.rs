@@ -57,8 +57,8 @@
 //!   as links), [`Policy::extra_read`], `/sys/devices/system/cpu`;
 //! - read-write, at their real paths: the workspace and [`Policy::extra_write`];
 //! - private and empty at each call: `/tmp`, `/dev/shm` and [`HOME`] (tmpfs, together
-//!   bounded by the memory limit), `/dev/pts` (a new devpts instance, with `/dev/ptmx`), and a `/dev`
-//!   holding only `null`, `zero`, `full`, `random`, `urandom`, `tty` and the usual links;
+//!   bounded by the memory limit), `/dev/pts` (a new devpts instance, with `/dev/ptmx`), and a
+//!   `/dev` holding only `null`, `zero`, `full`, `random`, `urandom`, `tty` and the usual links;
 //! - a fresh `/proc` of the PID namespace (only the command's processes), with `sys`,
 //!   `sysrq-trigger`, `irq` and `bus` read-only.
 //!

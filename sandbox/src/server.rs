@@ -660,9 +660,10 @@ impl Memories {
         let Some(cgroup) = self.over.remove(&id) else {
             return;
         };
-        match self.free.is_empty() && self.missing.is_none() {
-            true => self.free.push(cgroup),
-            false => cgroup.remove(),
+        if self.free.is_empty() && self.missing.is_none() {
+            self.free.push(cgroup);
+        } else {
+            cgroup.remove();
         }
     }
 

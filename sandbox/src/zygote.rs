@@ -322,10 +322,10 @@ impl Server<'_> {
     /// Offers the helper the spare init, once it is ready and covered, in a shell of many
     /// commands: false when the helper is gone.
     fn offer(&self) -> bool {
-        let Some(spare) = self.spare.as_ref().filter(|_| self.zygote.setup.many) else {
+        let Some(spare) = self.spare.as_ref() else {
             return true;
         };
-        let Some(generation) = spare.covered else {
+        let (true, Some(generation)) = (self.zygote.setup.many, spare.covered) else {
             return true;
         };
         let offer = FromZygote::Offer {

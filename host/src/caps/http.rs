@@ -3,11 +3,11 @@
 //!
 //! wasmtime-wasi-http parses and checks what the plugin builds; this module decides whether it
 //! is sent. A request goes out only to a host of the grant, decided as bash's proxy decides
-//! ([`cordon_sandbox::Allowlist::decide`]: the name as the plugin gave it, resolved by cordon, loopback,
-//! link-local and private addresses refused unless named), and to exactly the address that
-//! was checked: wasmtime-wasi-http's own sender resolves the name again, which would let a DNS
-//! answer change between the check and the connect, so the connection (TCP, then TLS for
-//! `https`, with the name as the TLS server name) is made here. The secret headers of the
+//! ([`cordon_sandbox::Allowlist::decide`]: the name as the plugin gave it, resolved by cordon,
+//! loopback, link-local and private addresses refused unless named), and to exactly the
+//! address that was checked: wasmtime-wasi-http's own sender resolves the name again, which
+//! would let a DNS answer change between the check and the connect, so the connection (TCP,
+//! then TLS for `https`, with the name as the TLS server name) is made here. The secret headers of the
 //! grant are added on the way out, their values read from cordon's environment at that moment:
 //! the plugin never holds them. A response body is cut at [`MAX_BODY`].
 

@@ -25,8 +25,8 @@ const CHUNK: usize = 64 << 10;
 
 /// An artifact's authenticated code, where no one can change it.
 pub(super) enum Code {
-    /// In a sealed memory file, reopened by this path.
-    Sealed { _file: File, path: PathBuf },
+    /// In a sealed memory file.
+    Sealed(File),
     /// In this process's memory.
     Read(Vec<u8>),
 }
@@ -42,10 +42,10 @@ impl Code {
         Self::open_into(sealable(), path, key, name_hash)
     }
 
-    /// [`Code::open`], the code copied into `memory_file` (with its path), or read into
-    /// memory when there is none.
+    /// [`Code::open`], the code copied into `memory_file`, or read into memory when there is
+    /// none.
     fn open_into(
-        memory_file: Option<(File, PathBuf)>,
+        memory_file: Option<File>,
         path: &Path,
         key: &[u8; KEY_LEN],
         name_hash: &[u8; 32],
@@ -58,13 +58,13 @@ impl Code {
         }
         let mut mac = keyed(key, name_hash);
         let code = match memory_file {
-            Some((mut memfd, path)) => {
+            Some(mut memfd) => {
                 copy_through(&mut file, &mut mac, &mut memfd)?;
                 rustix::fs::fcntl_add_seals(
                     &memfd,
                     SealFlags::WRITE | SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL,
                 )?;
-                Code::Sealed { _file: memfd, path }
+                Code::Sealed(memfd)
             }
             None => {
                 let mut bytes = Vec::with_capacity(file.metadata()?.len() as usize);
@@ -90,23 +90,28 @@ impl Code {
         // wasmtime maps stays what was checked.
         unsafe {
             match self {
-                Code::Sealed { path, .. } => Component::deserialize_file(engine, path),
+                Code::Sealed(memfd) => Component::deserialize_file(engine, reopened(memfd)),
                 Code::Read(bytes) => Component::deserialize(engine, bytes),
             }
         }
     }
 }
 
-/// A new memory file that can be sealed, and the path wasmtime reopens it by; `None` where it
-/// cannot be made or reached by that path.
-fn sealable() -> Option<(File, PathBuf)> {
-    let fd = rustix::fs::memfd_create(
+/// A new memory file that can be sealed; `None` where it cannot be made or reopened by
+/// [`reopened`]'s path.
+fn sealable() -> Option<File> {
+    let memfd = rustix::fs::memfd_create(
         "cordon-artifact",
         MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
     )
     .ok()?;
-    let path = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
-    path.exists().then(|| (File::from(fd), path))
+    let memfd = File::from(memfd);
+    reopened(&memfd).exists().then_some(memfd)
+}
+
+/// The path that opens `memfd` again: wasmtime 48 maps a component's code only from a path.
+fn reopened(memfd: &File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", memfd.as_raw_fd()))
 }
 
 /// Copies the rest of `from` into `to`, each byte fed to `mac` on its way: what is checked is
