@@ -9,13 +9,55 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::bash::Bash;
 use super::process::{Waited, dup2, exited, open_null, wait};
 use super::wire::{self, Report, Request};
-use super::{Network, Status, signal_name, whole_secs};
+use super::{Network, Policy, SANDBOX_ARG, Status, signal_name, whole_secs};
+
+/// The default helper: this very program, even if it was replaced on disk since it started.
+pub(super) const SELF: &str = "/proc/self/exe";
+
+/// Whether this program called [`super::run_helper_if_asked`], and so may be its own helper.
+static ENTRY_CALLED: AtomicBool = AtomicBool::new(false);
+
+/// Runs the helper, and never returns, when this process was started as one.
+pub(super) fn run_if_asked() {
+    ENTRY_CALLED.store(true, Ordering::Relaxed);
+    if std::env::args_os().nth(1).as_deref() == Some(SANDBOX_ARG.as_ref()) {
+        sandbox_main();
+    }
+}
+
+/// The command that starts `policy`'s helper (its arguments after [`SANDBOX_ARG`] to add):
+/// an empty environment, working directory `/`. A program that would re-execute itself is
+/// refused unless it called [`super::run_helper_if_asked`]: its own `main` would run with the
+/// helper's arguments instead (a test harness runs tests, a bench measures beside itself).
+pub(super) fn command(policy: &Policy) -> Result<Command, String> {
+    let itself = policy.helper == Path::new(SELF)
+        || std::env::current_exe().is_ok_and(|exe| exe == policy.helper);
+    if itself && !ENTRY_CALLED.load(Ordering::Relaxed) {
+        return Err(format!(
+            "cannot start the sandbox helper: this program would run itself as the helper ({}) \
+             but did not call cordon_sandbox::run_helper_if_asked() first thing in main; call \
+             it there, or set the policy's helper to a program that does, such as the cordon \
+             binary",
+            policy.helper.display()
+        ));
+    }
+    let mut command = Command::new(&policy.helper);
+    command
+        .arg0("cordon")
+        .arg(SANDBOX_ARG)
+        .env_clear()
+        .current_dir("/");
+    Ok(command)
+}
 
 /// Runs the sandbox helper and exits; see the module documentation.
 pub(crate) fn sandbox_main() -> ! {

@@ -245,7 +245,7 @@ impl Policy {
             env: Vec::new(),
             path: Vec::new(),
             hidden: Vec::new(),
-            helper: PathBuf::from("/proc/self/exe"),
+            helper: PathBuf::from(helper::SELF),
         }
     }
 
@@ -408,11 +408,11 @@ pub fn run(policy: &Policy, command: &str) -> Completion {
 /// Runs this process as the sandbox helper, and never returns, when it was started as one (its
 /// first argument is [`SANDBOX_ARG`]); otherwise returns at once. Call it first thing in
 /// `main`, before any thread starts: the helper sets up confinement in a single-threaded
-/// process. `examples/embed` in the repository is such a program.
+/// process. `examples/embed` in the repository is such a program. A program that re-executes
+/// itself as the helper (the default [`Policy::helper`]) without having called it first gets
+/// its commands refused, rather than its own `main` run with the helper's arguments.
 pub fn run_helper_if_asked() {
-    if std::env::args_os().nth(1).as_deref() == Some(SANDBOX_ARG.as_ref()) {
-        helper::sandbox_main();
-    }
+    helper::run_if_asked();
 }
 
 /// The conventional name of signal `sig`, such as `SIGKILL`.
@@ -471,6 +471,24 @@ mod tests {
         assert_eq!(signal_name(15), "SIGTERM");
         assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
         assert_eq!(signal_name(200), "signal 200");
+    }
+
+    /// The test harness never calls `run_helper_if_asked`: re-executed as the helper, it would
+    /// run its tests instead. Both ways of running a command refuse, and say what to do.
+    #[test]
+    fn a_program_without_the_entry_point_is_not_its_own_helper() {
+        for unconfined in [false, true] {
+            let mut policy = Policy::new(std::env::temp_dir());
+            policy.unconfined = unconfined;
+            let completion = run(&policy, "true");
+            let Status::Refused(why) = &completion.status else {
+                panic!("ran without a helper: {:?}", completion.status);
+            };
+            assert!(
+                why.contains("did not call cordon_sandbox::run_helper_if_asked()"),
+                "{why}"
+            );
+        }
     }
 
     #[test]

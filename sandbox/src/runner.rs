@@ -7,15 +7,14 @@ use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use super::process::pipe;
 use super::protect;
 use super::wire::{self, Report, Request, Setup};
-use super::{Asker, Completion, Hooks, Policy, Progress, SANDBOX_ARG, Status, Stop};
+use super::{Asker, Completion, Hooks, Policy, Progress, Status, Stop, helper};
 
 /// How long the host keeps reading output after the helper has reported (the tree is dead by
 /// then; this only covers a writer that escaped it).
@@ -91,11 +90,7 @@ fn spawn(policy: &Policy, command: &str) -> Result<(Child, Pipes), String> {
     let (report_read, report_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
     // The Command (and with it the parent's copies of the write ends) is dropped right after
     // the spawn, so the pipes reach end-of-file once the helper side is done.
-    let helper = Command::new(&policy.helper)
-        .arg0("cordon")
-        .arg(SANDBOX_ARG)
-        .env_clear()
-        .current_dir("/")
+    let helper = helper::command(policy)?
         .stdin(Stdio::from(request))
         .stdout(Stdio::from(out_write))
         .stderr(Stdio::from(report_write))

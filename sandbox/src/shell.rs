@@ -16,15 +16,14 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::process::{pipe, socket_pair};
 use super::runner::{self, Pipes};
 use super::wire::{self, Setup, ToHelper};
-use super::{Completion, Hooks, Network, Policy, SANDBOX_ARG};
+use super::{Completion, Hooks, Network, Policy, helper};
 
 /// The second argument of a shell's helper (`cordon __sandbox shell`).
 pub(super) const SHELL_ARG: &str = "shell";
@@ -178,11 +177,8 @@ impl Shell {
     fn start(&self) -> Result<Helper, String> {
         let (ours, theirs) =
             socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
-        let child = Command::new(&self.policy.helper)
-            .arg0("cordon")
-            .args([SANDBOX_ARG, SHELL_ARG])
-            .env_clear()
-            .current_dir("/")
+        let child = helper::command(&self.policy)?
+            .arg(SHELL_ARG)
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
             // A helper that panics says why on cordon's own standard error.

@@ -50,6 +50,8 @@ use in_process::Lib;
 use report::Report;
 
 fn main() {
+    // The in-process runtimes start bash's sandbox helper as this very program, as `cordon` does.
+    cordon::shell::run_helper_if_asked();
     let wanted: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
