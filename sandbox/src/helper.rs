@@ -149,6 +149,7 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
         layers: super::receipt::unconfined(),
         protected: Vec::new(),
         blocked: Vec::new(),
+        quarantined: Vec::new(),
     })
 }
 

@@ -112,6 +112,7 @@ mod ns;
 mod process;
 pub mod protect;
 mod proxy;
+mod quarantine;
 mod receipt;
 mod runner;
 mod seccomp;

@@ -6,21 +6,28 @@
 //!
 //! The rules:
 //!
-//! - in every git directory (a directory named `.git`, the workspace's and any below it):
-//!   [`GIT_NAMES`]; a `.git` *file* (which points git at another git directory) is protected
-//!   as a whole;
+//! - in every git directory: [`GIT_NAMES`]. The git directories are each directory named
+//!   `.git` (the workspace's and any below it) and the git directories git keeps inside one:
+//!   a submodule's under `modules/` (a directory holding `HEAD`), a linked work tree's under
+//!   `worktrees/`. A `.git` *file* or link (which points git at another git directory) is
+//!   protected as a whole, and so is a `modules` or `worktrees` that is a link;
 //! - at the workspace root: [`ROOT_NAMES`].
 //!
 //! A protected path that does not exist when a command starts cannot be created by it either:
 //! the view mounts an empty read-only directory there (created for the call and removed after
-//! it), so `.envrc` or `.git/hooks` stays uncreatable. A git directory created by a command
-//! (`git init`) is protected from the next call on. `Guard::unprotect` relaxes a path and
-//! everything below it.
+//! it), so `.envrc` or `.git/hooks` stays uncreatable — except the names git reads as files
+//! ([`Rule::stands_in`]), which a directory would break. What a command makes that these rules
+//! protect without its view having covered it (a git directory made during the call, or such
+//! a name) is judged once the command is over ([`super::quarantine`]). `Guard::unprotect`
+//! relaxes a path and everything below it.
 
 use std::path::{Component, Path, PathBuf};
 
 /// What is protected inside every git directory.
-pub const GIT_NAMES: [&str; 3] = ["hooks", "config", "info"];
+pub const GIT_NAMES: [&str; 5] = ["hooks", "config", "info", "config.worktree", "commondir"];
+
+/// Where a git directory keeps the git directories of its submodules and linked work trees.
+pub const GIT_NESTS: [&str; 2] = ["modules", "worktrees"];
 
 /// What is protected at the workspace root.
 pub const ROOT_NAMES: [&str; 13] = [
@@ -39,13 +46,19 @@ pub const ROOT_NAMES: [&str; 13] = [
     ".zlogin",
 ];
 
-/// Directories the scan for git directories does not enter: dependency trees and caches,
-/// which hold no repository the user works in and can be very large.
+/// Directories the scan for git directories does not enter: dependency trees, which hold no
+/// repository the user works in and can be very large.
 const UNSCANNED: [&str; 1] = ["node_modules"];
 
 /// The file that marks a cache directory (the Cache Directory Tagging convention, which
-/// cargo's `target/` follows): not scanned either.
+/// cargo's `target/` follows): a directory tagged so and named as in [`CACHES`] is not
+/// scanned either. Any command can tag any directory, so the tag alone does not exempt one: a
+/// submodule's own git directory could otherwise be hidden from the scan by tagging its work
+/// tree.
 const CACHE_TAG: &str = "CACHEDIR.TAG";
+
+/// The names of the cache directories the scan leaves out when they are tagged.
+const CACHES: [&str; 3] = ["target", ".cache", "__pycache__"];
 
 /// The protection policy of one workspace.
 #[derive(Clone, Debug)]
@@ -68,8 +81,11 @@ pub struct Protected {
 pub enum Rule {
     /// An entry of a git directory ([`GIT_NAMES`]).
     Git(&'static str),
-    /// A `.git` file, which points git at another git directory.
+    /// A `.git` file or link, which points git at another git directory.
     GitLink,
+    /// A `modules` or `worktrees` of a git directory that is not a directory: a link there
+    /// would lead git to git directories outside every rule.
+    GitNest(&'static str),
     /// A git directory itself, moved: its protected entries would leave their rule with it.
     GitDir,
     /// An entry of the workspace root ([`ROOT_NAMES`]).
@@ -81,12 +97,19 @@ impl Rule {
     pub fn why(self) -> &'static str {
         match self {
             Rule::Git("hooks") => "git runs its hooks as you, outside the sandbox",
-            Rule::Git("config") => {
+            Rule::Git("config" | "config.worktree") => {
                 "git's config can make git run commands outside the sandbox (core.fsmonitor, \
                  core.pager, aliases)"
             }
+            Rule::Git("commondir") => {
+                "it points git at another git directory, whose hooks and config git then uses"
+            }
             Rule::Git(_) => "git's info directory changes what git runs and shows",
             Rule::GitLink => "a .git file points git at another git directory",
+            Rule::GitNest(_) => {
+                "git finds the git directories of submodules and work trees there, and runs \
+                 their hooks"
+            }
             Rule::GitDir => {
                 "moving a git directory would take its hooks and config out of their protection"
             }
@@ -97,6 +120,32 @@ impl Rule {
             Rule::Root(_) => "your shell runs it when it starts",
         }
     }
+
+    /// Whether a missing path of this rule gets an empty directory standing in for it while
+    /// a command runs: not the names git reads as files when they exist (a directory there
+    /// would break git), nor what is protected only as a link.
+    pub fn stands_in(self) -> bool {
+        match self {
+            Rule::Git(name) => matches!(name, "hooks" | "config" | "info"),
+            Rule::Root(_) => true,
+            Rule::GitLink | Rule::GitNest(_) | Rule::GitDir => false,
+        }
+    }
+}
+
+/// Where the walk of [`Guard::rule_for`] is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// In the work tree.
+    Tree,
+    /// In a git directory.
+    Git,
+    /// Below a git directory's `modules`, above the submodule's git directory.
+    Modules,
+    /// In a git directory's `worktrees`.
+    Worktrees,
+    /// Below what is protected.
+    Beyond,
 }
 
 impl Guard {
@@ -131,42 +180,84 @@ impl Guard {
         for name in ROOT_NAMES {
             self.push(&mut found, self.workspace.join(name), Rule::Root(name));
         }
-        self.scan_dir(&self.workspace, known, &mut found);
+        // A list, not recursion: a command may nest directories deeper than any stack.
+        let mut dirs = vec![self.workspace.clone()];
+        while let Some(dir) = dirs.pop() {
+            self.scan_dir(&dir, known, &mut found, &mut dirs);
+        }
         found
     }
 
-    /// Scans `dir` and what is below it, unless it is a cache directory (below the root).
-    fn scan_dir(&self, dir: &Path, known: &dyn Fn(&Path) -> bool, found: &mut Vec<Protected>) {
+    /// Scans the entries of `dir`, unless it is a cache directory (below the root), adding
+    /// its subdirectories to `dirs`.
+    fn scan_dir(
+        &self,
+        dir: &Path,
+        known: &dyn Fn(&Path) -> bool,
+        found: &mut Vec<Protected>,
+        dirs: &mut Vec<PathBuf>,
+    ) {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
-        let (mut here, mut subdirs) = (Vec::new(), Vec::new());
+        let cache = dir != self.workspace
+            && dir
+                .file_name()
+                .is_some_and(|name| CACHES.iter().any(|c| name == *c));
+        let (mut gits, mut subdirs) = (Vec::new(), Vec::new());
         for entry in entries.flatten() {
             let name = entry.file_name();
             // Its tag is one entry among the others: no extra look-up per directory.
-            if name == CACHE_TAG && dir != self.workspace {
+            if cache && name == CACHE_TAG {
                 return;
             }
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
             if name == ".git" {
-                if kind.is_dir() {
-                    for git in GIT_NAMES {
-                        here.push((entry.path().join(git), Rule::Git(git)));
-                    }
-                } else if kind.is_file() {
-                    here.push((entry.path(), Rule::GitLink));
+                match kind.is_dir() {
+                    true => gits.push(entry.path()),
+                    false => self.push(found, entry.path(), Rule::GitLink),
                 }
             } else if kind.is_dir() && !UNSCANNED.iter().any(|u| name == *u) {
                 subdirs.push(entry.path());
             }
         }
-        for (path, rule) in here {
-            self.push(found, path, rule);
+        for git in gits {
+            self.git_dir(git, found);
         }
-        for sub in subdirs.iter().filter(|sub| !known(sub)) {
-            self.scan_dir(sub, known, found);
+        dirs.extend(subdirs.into_iter().filter(|sub| !known(sub)));
+    }
+
+    /// The protected paths of the git directory `git` and of the git directories it keeps
+    /// for submodules and linked work trees.
+    fn git_dir(&self, git: PathBuf, found: &mut Vec<Protected>) {
+        let mut gits = vec![git];
+        while let Some(git) = gits.pop() {
+            for name in GIT_NAMES {
+                self.push(found, git.join(name), Rule::Git(name));
+            }
+            for nest in GIT_NESTS {
+                let path = git.join(nest);
+                match std::fs::symlink_metadata(&path) {
+                    Ok(meta) if meta.is_dir() => {}
+                    Ok(_) => {
+                        self.push(found, path, Rule::GitNest(nest));
+                        continue;
+                    }
+                    Err(_) => continue,
+                }
+                // A submodule's name may hold slashes: its git directory is the first
+                // directory down that holds a HEAD. Each of a work tree's is one.
+                let mut below = subdirs(&path);
+                while let Some(dir) = below.pop() {
+                    if nest == "worktrees" || std::fs::symlink_metadata(dir.join("HEAD")).is_ok() {
+                        gits.push(dir);
+                    } else {
+                        below.extend(subdirs(&dir));
+                    }
+                }
+            }
         }
     }
 
@@ -181,27 +272,45 @@ impl Guard {
     pub fn rule_for(&self, path: &Path) -> Option<Protected> {
         let path = normalize(path);
         let rel = path.strip_prefix(&self.workspace).ok()?;
-        let mut names = rel.components().map(|c| c.as_os_str());
-        let first = names.next()?;
+        let mut names = rel.components().map(|c| c.as_os_str()).peekable();
+        let first = *names.peek()?;
         if let Some(name) = ROOT_NAMES.iter().find(|n| first == **n) {
             return self.covered(self.workspace.join(name), Rule::Root(name));
         }
         let mut dir = self.workspace.clone();
-        let mut name = first;
-        for next in names {
+        let mut place = Place::Tree;
+        while let Some(name) = names.next() {
+            let last = names.peek().is_none();
             dir.push(name);
-            if name == ".git"
-                && is_dir(&dir)
-                && let Some(entry) = GIT_NAMES.iter().find(|n| next == **n)
-            {
-                return self.covered(dir.join(entry), Rule::Git(entry));
-            }
-            name = next;
+            place = match place {
+                // A path that ends in `.git` is a git link to be, or one; one that goes on
+                // is in a git directory, or one to be.
+                Place::Tree if name == ".git" && last && !is_dir(&dir) => {
+                    return self.covered(dir, Rule::GitLink);
+                }
+                Place::Tree if name == ".git" => Place::Git,
+                Place::Tree => Place::Tree,
+                // A submodule's git directory being made counts as one from its start.
+                Place::Git | Place::Modules => {
+                    if let Some(entry) = GIT_NAMES.iter().find(|n| name == **n) {
+                        return self.covered(dir, Rule::Git(entry));
+                    }
+                    match GIT_NESTS.iter().find(|n| name == **n) {
+                        Some(nest) if last && !is_dir(&dir) => {
+                            return self.covered(dir, Rule::GitNest(nest));
+                        }
+                        Some(&"modules") => Place::Modules,
+                        Some(_) => Place::Worktrees,
+                        None if place == Place::Modules && is_git_dir(&dir) => Place::Git,
+                        None if place == Place::Modules => Place::Modules,
+                        None => Place::Beyond,
+                    }
+                }
+                Place::Worktrees => Place::Git,
+                Place::Beyond => return None,
+            };
         }
-        // A path that ends in `.git` is a git link to be, or the git directory itself.
-        (name == ".git" && !is_dir(&dir.join(name)))
-            .then(|| self.covered(dir.join(name), Rule::GitLink))
-            .flatten()
+        None
     }
 
     /// The protection that covers moving or renaming `path` (absolute): that of
@@ -278,8 +387,25 @@ fn is_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
+/// Whether `dir` is a directory that holds a `HEAD`, as a git directory does.
+fn is_git_dir(dir: &Path) -> bool {
+    is_dir(dir) && std::fs::symlink_metadata(dir.join("HEAD")).is_ok()
+}
+
+/// The directories in `dir` (not links to one).
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
+}
+
 /// `path` with `.` and `..` resolved lexically.
-fn normalize(path: &Path) -> PathBuf {
+pub(crate) fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {
@@ -304,6 +430,17 @@ mod tests {
         std::fs::create_dir_all(root.join("sub/.git")).unwrap();
         std::fs::create_dir_all(root.join("target/deep/.git")).unwrap();
         std::fs::write(root.join("target/CACHEDIR.TAG"), "").unwrap();
+        // Tagged, but not named as a cache: a command could tag any directory.
+        std::fs::create_dir_all(root.join("lib/.git")).unwrap();
+        std::fs::write(root.join("lib/CACHEDIR.TAG"), "").unwrap();
+        // A submodule named with a slash, and a linked work tree.
+        std::fs::create_dir_all(root.join(".git/modules/deps/one/objects/info")).unwrap();
+        std::fs::write(
+            root.join(".git/modules/deps/one/HEAD"),
+            "ref: refs/heads/main\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(root.join(".git/worktrees/wt")).unwrap();
         std::fs::create_dir_all(root.join("vendor/lib")).unwrap();
         std::fs::write(
             root.join("vendor/lib/.git"),
@@ -325,6 +462,12 @@ mod tests {
             ".git/info",
             "sub/.git/hooks",
             "vendor/lib/.git",
+            "lib/.git/hooks",
+            ".git/config.worktree",
+            ".git/commondir",
+            ".git/modules/deps/one/hooks",
+            ".git/modules/deps/one/config",
+            ".git/worktrees/wt/commondir",
         ] {
             assert!(
                 shown.contains(&expected.to_string()),
@@ -332,6 +475,30 @@ mod tests {
             );
         }
         assert!(!shown.iter().any(|s| s.starts_with("target")), "{shown:?}");
+        assert!(!shown.contains(&".git/modules/deps/hooks".to_string()));
+        assert!(!shown.iter().any(|s| s.contains("objects")), "{shown:?}");
+    }
+
+    #[test]
+    fn a_link_where_git_looks_for_git_directories_is_protected() {
+        let (_dir, guard) = workspace();
+        let ws = guard.workspace().to_path_buf();
+        std::os::unix::fs::symlink("../elsewhere", ws.join("sub/.git/modules")).unwrap();
+        std::os::unix::fs::symlink("elsewhere", ws.join("sub/.git/worktrees")).unwrap();
+        std::os::unix::fs::symlink("real.git", ws.join("linked")).unwrap();
+        let found = guard.scan();
+        let rule = |p: &str| found.iter().find(|f| f.path == ws.join(p)).map(|f| f.rule);
+        assert_eq!(rule("sub/.git/modules"), Some(Rule::GitNest("modules")));
+        assert_eq!(rule("sub/.git/worktrees"), Some(Rule::GitNest("worktrees")));
+        std::fs::create_dir(ws.join("other")).unwrap();
+        std::os::unix::fs::symlink("../sub", ws.join("other/.git")).unwrap();
+        let found = guard.scan();
+        assert!(
+            found
+                .iter()
+                .any(|f| f.path == ws.join("other/.git") && f.rule == Rule::GitLink),
+            "{found:?}"
+        );
     }
 
     #[test]
@@ -349,7 +516,31 @@ mod tests {
         assert_eq!(rule(".git/objects/ab/cd"), None);
         assert_eq!(rule(".git/HEAD"), None);
         assert_eq!(rule("src/.vscode/x"), None);
-        assert_eq!(rule("no-repo/.git/config"), None);
+        // A git directory to be is one already.
+        assert_eq!(rule("no-repo/.git/config"), Some(Rule::Git("config")));
+        assert_eq!(
+            rule(".git/config.worktree"),
+            Some(Rule::Git("config.worktree"))
+        );
+        assert_eq!(rule(".git/commondir"), Some(Rule::Git("commondir")));
+        assert_eq!(
+            rule(".git/modules/deps/one/hooks/post-checkout"),
+            Some(Rule::Git("hooks"))
+        );
+        assert_eq!(
+            rule(".git/modules/deps/one/config"),
+            Some(Rule::Git("config"))
+        );
+        assert_eq!(rule(".git/modules/new/hooks/x"), Some(Rule::Git("hooks")));
+        assert_eq!(rule(".git/modules/deps/one/objects/info/packs"), None);
+        assert_eq!(rule(".git/modules/new/HEAD"), None);
+        assert_eq!(
+            rule(".git/worktrees/wt/commondir"),
+            Some(Rule::Git("commondir"))
+        );
+        assert_eq!(rule(".git/worktrees/wt/HEAD"), None);
+        assert_eq!(rule("sub/.git/modules"), Some(Rule::GitNest("modules")));
+        assert_eq!(rule(".git/modules"), None);
     }
 
     #[test]

@@ -152,6 +152,7 @@ pub(super) fn collect(
             layers,
             protected,
             blocked,
+            quarantined,
         }) => {
             if let Some(hint) = protect::hint(&output, &protected) {
                 output.push_str(&hint);
@@ -160,6 +161,7 @@ pub(super) fn collect(
             let unseen: Vec<&str> = (blocked.iter())
                 .map(|b| b.line.as_str())
                 .filter(|line| !output.contains(line))
+                .chain(quarantined.iter().map(String::as_str))
                 .collect();
             for line in unseen {
                 if !output.is_empty() && !output.ends_with('\n') {

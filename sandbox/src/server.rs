@@ -205,6 +205,15 @@ impl Server {
     /// Sets up the sandbox of `setup`: the zygote, ready for commands. `host` is the host's
     /// socket, which the zygote must not keep open.
     fn start(setup: Setup, host: i32) -> Result<Server, String> {
+        // The inits of a zygote that dies come to the helper, which can then tell when they
+        // are gone ([`Server::end`]).
+        // SAFETY: a plain prctl.
+        if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+            return Err(format!(
+                "cannot become a child subreaper: {}",
+                io::Error::last_os_error()
+            ));
+        }
         let plan = confine::prepare(&setup)?;
         let sandbox_user = ns::runs_as_sandbox_user();
         let sources = if sandbox_user {
@@ -502,11 +511,15 @@ impl Server {
         });
         let mut layers = self.layers.clone();
         receipt::set_memory(&mut layers, &call.memory);
+        // Every process of the command is gone (its init reaped them all before it said how
+        // bash ended, or the kernel killed them with it).
+        let quarantined = self.shield.judge(&call.protected);
         let report = Report {
             status,
             layers,
             protected: call.protected,
             blocked: blocked.unwrap_or_default(),
+            quarantined,
         };
         self.settle();
         write_report(&call.report, &report);
@@ -559,6 +572,14 @@ impl Server {
     /// Kills the zygote, and with it every command, and reports each one as `why`.
     fn end(&mut self, why: &str) {
         kill(self.zygote);
+        if !self.calls.is_empty() {
+            // The inits die with the zygote, and every process of a command with its init:
+            // once they are reaped, what the commands made is judged (no one hears it).
+            reap_orphans(Instant::now() + ORPHANS_GRACE);
+            for call in self.calls.values() {
+                self.shield.judge(&call.protected);
+            }
+        }
         self.lower();
         for (_, call) in self.calls.drain() {
             if let Some(proxy) = &call.proxy {
@@ -718,6 +739,21 @@ fn granted(setup: &Setup) -> Result<Vec<PathBuf>, String> {
         }
     }
     Ok(trees)
+}
+
+/// How long the helper waits, when it ends, for the inits of commands still running to be
+/// gone.
+const ORPHANS_GRACE: Duration = Duration::from_secs(2);
+
+/// Reaps the children that came to the helper (it is their subreaper: the inits of a killed
+/// zygote) until none is left or `deadline` passes.
+fn reap_orphans(deadline: Instant) {
+    // SAFETY: reaping this helper's own children, without waiting.
+    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::__WALL | libc::WNOHANG) } >= 0
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Kills the zygote, and with it every process of its namespaces, and reaps it.

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 
 use super::ns;
 use super::protect::{Guard, Protected};
+use super::quarantine;
 use super::wire::{self, Setup};
 
 /// The mode of a stand-in: sticky and read-only, which marks it for any call that finds it.
@@ -80,8 +81,8 @@ impl Shield {
     }
 
     /// Scans the workspace for its protected paths and holds them, making a stand-in for
-    /// each that is missing, for a command about to start: the protected paths, relative to
-    /// the workspace. A symbolic link where a protected path should be refuses the command: it
+    /// each that is missing where its rule has one ([`Rule::stands_in`](super::protect::Rule)),
+    /// for a command about to start: the protected paths held, relative to the workspace. A symbolic link where a protected path should be refuses the command: it
     /// could lead anywhere, and a mount cannot cover a link.
     pub fn raise(&mut self) -> Result<Raised, String> {
         let mut shown = Vec::new();
@@ -102,9 +103,11 @@ impl Shield {
                 replaced => {
                     changed = true;
                     drop(replaced);
-                    if let Some(held) = self.add(&protected, &rel)? {
-                        kept.insert(rel.clone(), held);
-                    }
+                    match self.add(&protected, &rel)? {
+                        Some(held) => kept.insert(rel.clone(), held),
+                        // Missing and not stood in for: judged after the command instead.
+                        None => continue,
+                    };
                 }
             }
             shown.push(rel);
@@ -117,6 +120,18 @@ impl Shield {
             protected: shown,
             generation: self.generation,
         })
+    }
+
+    /// What of the workspace's protected paths a command that is over made or changed
+    /// outside its view's covers (`covered`, what [`Shield::raise`] gave it): quarantined, and
+    /// the notices for its output ([`quarantine`]).
+    pub fn judge(&self, covered: &[String]) -> Vec<String> {
+        let stand_in = |path: &Path| {
+            let rel = self.guard.shown(path);
+            self.held.get(&rel).is_some_and(|h| h.stand_in)
+        };
+        let found = self.guard.scan_but(&stand_in);
+        quarantine::judge(&self.workspace, &self.guard, &found, covered)
     }
 
     /// Lets go of every protected path: the stand-ins no one else holds are removed.
@@ -173,6 +188,9 @@ impl Shield {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
                     return Err(symlink(guard, protected));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound && !protected.rule.stands_in() => {
+                    return Ok(None);
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     // SAFETY: a valid descriptor and C string; the result is checked.

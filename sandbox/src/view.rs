@@ -332,7 +332,7 @@ pub(super) struct Covers<'a> {
     /// The workspace, as the view shows it.
     pub workspace: &'a Path,
     /// The protected paths, relative to the workspace (each exists: a stand-in for a missing
-    /// one), made read-only.
+    /// one), made read-only; the directories above them made mount points.
     pub protected: &'a [String],
     /// The hidden paths, covered by an empty directory or file.
     pub hidden: &'a [Vec<u8>],
@@ -346,12 +346,30 @@ pub(super) fn cover(covers: &Covers) -> Result<(), String> {
         let workspace = std::fs::File::open(covers.workspace)
             .map(OwnedFd::from)
             .map_err(|e| unprepared("opening", covers.workspace, e))?;
-        for rel in covers.protected {
+        // Each directory between the workspace and a protected path first becomes a mount
+        // point of its own (writable as before, with what is mounted below it): a mount
+        // point can be neither renamed nor removed, so no command moves a git directory, or
+        // what holds one, away from its protection and back.
+        let mut above: Vec<&Path> = (covers.protected.iter())
+            .flat_map(|rel| Path::new(rel).ancestors().skip(1))
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .collect();
+        above.sort_by_key(|dir| (dir.components().count(), *dir));
+        above.dedup();
+        let leaves = covers
+            .protected
+            .iter()
+            .map(|rel| (Path::new(rel), Access::ReadOnly));
+        for (rel, access) in above
+            .into_iter()
+            .map(|dir| (dir, Access::Writable))
+            .chain(leaves)
+        {
             let path = covers.workspace.join(rel);
             // Onto what was opened, so that nothing swapped in since moves the cover.
             let protect = || -> io::Result<()> {
-                let at = ns::open_beneath(&workspace, Path::new(rel))?;
-                ns::attach_onto(&ns::open_tree_of(&at)?, &at, Access::ReadOnly)
+                let at = ns::open_beneath(&workspace, rel)?;
+                ns::attach_onto(&ns::open_tree_of(&at)?, &at, access)
             };
             protect().map_err(|e| unprepared("protecting", &path, e))?;
         }

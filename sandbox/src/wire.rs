@@ -262,6 +262,9 @@ pub(super) struct Report {
     /// The connections the proxy refused.
     #[serde(default)]
     pub blocked: Vec<Blocked>,
+    /// The notices of what the command made that was quarantined, a line each.
+    #[serde(default)]
+    pub quarantined: Vec<String>,
 }
 
 impl Report {
@@ -272,6 +275,7 @@ impl Report {
             layers: Vec::new(),
             protected: Vec::new(),
             blocked: Vec::new(),
+            quarantined: Vec::new(),
         }
     }
 }
@@ -323,6 +327,7 @@ mod tests {
                 layers,
                 protected,
                 blocked: Vec::new(),
+                quarantined: vec!["[cordon: quarantined .git/hooks/x, …]".to_string()],
             };
             let line = report_line(&report);
             let (parsed, other) = parse_report(&format!("thread panicked\n{line}"));

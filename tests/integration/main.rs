@@ -6,6 +6,7 @@ mod bash;
 mod cli;
 mod examples;
 mod file_tools;
+mod hooks;
 mod mcp;
 mod mcp_http;
 mod network;

@@ -236,7 +236,8 @@ fn protection(
         } else {
             guard.rule_for(path)
         };
-        protected.filter(|p| !(change.makes_dir && p.rule == Rule::GitLink))
+        protected
+            .filter(|p| !(change.makes_dir && matches!(p.rule, Rule::GitLink | Rule::GitNest(_))))
     };
     // The directory's real path, whatever the plugin opened it as.
     let base = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))?;
