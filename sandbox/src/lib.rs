@@ -107,6 +107,7 @@ mod cgroup;
 mod confine;
 pub mod egress;
 mod helper;
+mod index;
 mod init;
 mod ns;
 mod process;

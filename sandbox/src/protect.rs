@@ -133,6 +133,19 @@ impl Rule {
     }
 }
 
+/// What one directory of the work tree holds for the rules ([`Guard::list`]).
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// The protected paths its entries make: a `.git` file or link, a git directory's
+    /// entries and those of the git directories it keeps.
+    pub found: Vec<Protected>,
+    /// Its subdirectories to scan.
+    pub subdirs: Vec<PathBuf>,
+    /// The directories of its git directory that were read: a change in one may change
+    /// `found`.
+    pub read: Vec<PathBuf>,
+}
+
 /// Where the walk of [`Guard::rule_for`] is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Place {
@@ -170,46 +183,42 @@ impl Guard {
     /// missing one is to be kept uncreatable), relaxed ones left out. Symbolic links are not
     /// followed.
     pub fn scan(&self) -> Vec<Protected> {
-        self.scan_but(&|_| false)
-    }
-
-    /// [`Guard::scan`], not entering the directories for which `known` is true (the empty
-    /// stand-ins a shell holds).
-    pub fn scan_but(&self, known: &dyn Fn(&Path) -> bool) -> Vec<Protected> {
-        let mut found = Vec::new();
-        for name in ROOT_NAMES {
-            self.push(&mut found, self.workspace.join(name), Rule::Root(name));
-        }
+        let mut found = self.roots();
         // A list, not recursion: a command may nest directories deeper than any stack.
         let mut dirs = vec![self.workspace.clone()];
         while let Some(dir) = dirs.pop() {
-            self.scan_dir(&dir, known, &mut found, &mut dirs);
+            if let Some(listing) = self.list(&dir) {
+                found.extend(listing.found);
+                dirs.extend(listing.subdirs);
+            }
         }
         found
     }
 
-    /// Scans the entries of `dir`, unless it is a cache directory (below the root), adding
-    /// its subdirectories to `dirs`.
-    fn scan_dir(
-        &self,
-        dir: &Path,
-        known: &dyn Fn(&Path) -> bool,
-        found: &mut Vec<Protected>,
-        dirs: &mut Vec<PathBuf>,
-    ) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
+    /// The protected paths at the workspace root ([`ROOT_NAMES`]).
+    pub fn roots(&self) -> Vec<Protected> {
+        let mut found = Vec::new();
+        for name in ROOT_NAMES {
+            self.push(&mut found, self.workspace.join(name), Rule::Root(name));
+        }
+        found
+    }
+
+    /// What the directory `dir` of the work tree holds for the rules (nothing below a cache
+    /// directory); none when it cannot be read.
+    pub fn list(&self, dir: &Path) -> Option<Listing> {
+        let entries = std::fs::read_dir(dir).ok()?;
         let cache = dir != self.workspace
             && dir
                 .file_name()
                 .is_some_and(|name| CACHES.iter().any(|c| name == *c));
-        let (mut gits, mut subdirs) = (Vec::new(), Vec::new());
+        let mut listing = Listing::default();
+        let mut gits = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name();
             // Its tag is one entry among the others: no extra look-up per directory.
             if cache && name == CACHE_TAG {
-                return;
+                return Some(Listing::default());
             }
             let Ok(kind) = entry.file_type() else {
                 continue;
@@ -217,44 +226,47 @@ impl Guard {
             if name == ".git" {
                 match kind.is_dir() {
                     true => gits.push(entry.path()),
-                    false => self.push(found, entry.path(), Rule::GitLink),
+                    false => self.push(&mut listing.found, entry.path(), Rule::GitLink),
                 }
             } else if kind.is_dir() && !UNSCANNED.iter().any(|u| name == *u) {
-                subdirs.push(entry.path());
+                listing.subdirs.push(entry.path());
             }
         }
         for git in gits {
-            self.git_dir(git, found);
+            self.git_dir(git, &mut listing);
         }
-        dirs.extend(subdirs.into_iter().filter(|sub| !known(sub)));
+        Some(listing)
     }
 
     /// The protected paths of the git directory `git` and of the git directories it keeps
     /// for submodules and linked work trees.
-    fn git_dir(&self, git: PathBuf, found: &mut Vec<Protected>) {
+    fn git_dir(&self, git: PathBuf, listing: &mut Listing) {
         let mut gits = vec![git];
         while let Some(git) = gits.pop() {
             for name in GIT_NAMES {
-                self.push(found, git.join(name), Rule::Git(name));
+                self.push(&mut listing.found, git.join(name), Rule::Git(name));
             }
+            listing.read.push(git.clone());
             for nest in GIT_NESTS {
                 let path = git.join(nest);
                 match std::fs::symlink_metadata(&path) {
                     Ok(meta) if meta.is_dir() => {}
                     Ok(_) => {
-                        self.push(found, path, Rule::GitNest(nest));
+                        self.push(&mut listing.found, path, Rule::GitNest(nest));
                         continue;
                     }
                     Err(_) => continue,
                 }
                 // A submodule's name may hold slashes: its git directory is the first
                 // directory down that holds a HEAD. Each of a work tree's is one.
+                listing.read.push(path.clone());
                 let mut below = subdirs(&path);
                 while let Some(dir) = below.pop() {
                     if nest == "worktrees" || std::fs::symlink_metadata(dir.join("HEAD")).is_ok() {
                         gits.push(dir);
                     } else {
                         below.extend(subdirs(&dir));
+                        listing.read.push(dir);
                     }
                 }
             }

@@ -23,6 +23,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use super::index::Index;
 use super::ns;
 use super::protect::{Guard, Protected};
 use super::quarantine;
@@ -44,6 +45,8 @@ pub(super) struct Shield {
     /// Counts the changes of what is protected: a path protected, or let go of, or found
     /// replaced.
     generation: u64,
+    /// The protected paths of the workspace, kept current between commands.
+    index: Index,
 }
 
 /// A protected path, as found; a directory is held with a shared lock.
@@ -77,6 +80,7 @@ impl Shield {
             workspace,
             held: HashMap::new(),
             generation: 0,
+            index: Index::new(),
         })
     }
 
@@ -88,12 +92,8 @@ impl Shield {
         let mut shown = Vec::new();
         let mut kept = HashMap::new();
         let mut changed = false;
-        // Nothing is below a stand-in of a shell: it is made empty and shown read-only.
-        let stand_in = |path: &Path| {
-            let rel = self.guard.shown(path);
-            self.held.get(&rel).is_some_and(|h| h.stand_in)
-        };
-        for protected in self.guard.scan_but(&stand_in) {
+        let found = self.index.current(&self.guard).to_vec();
+        for protected in found {
             let rel = self.guard.shown(&protected.path);
             match self.held.remove(&rel) {
                 Some(held) if held.in_place() => {
@@ -125,13 +125,9 @@ impl Shield {
     /// What of the workspace's protected paths a command that is over made or changed
     /// outside its view's covers (`covered`, what [`Shield::raise`] gave it): quarantined, and
     /// the notices for its output ([`quarantine`]).
-    pub fn judge(&self, covered: &[String]) -> Vec<String> {
-        let stand_in = |path: &Path| {
-            let rel = self.guard.shown(path);
-            self.held.get(&rel).is_some_and(|h| h.stand_in)
-        };
-        let found = self.guard.scan_but(&stand_in);
-        quarantine::judge(&self.workspace, &self.guard, &found, covered)
+    pub fn judge(&mut self, covered: &[String]) -> Vec<String> {
+        let found = self.index.current(&self.guard);
+        quarantine::judge(&self.workspace, &self.guard, found, covered)
     }
 
     /// Lets go of every protected path: the stand-ins no one else holds are removed.

@@ -309,3 +309,40 @@ fn a_session_quarantines_after_each_command_and_unprotect_keeps_a_hook() {
     assert_eq!(run.stdout, "", "{run:?}");
     assert_eq!(runnable_hooks(&c.root()), [".git/hooks/pre-commit"]);
 }
+
+/// A session keeps the workspace's protected paths current between its calls (watching the
+/// work tree, not scanning it again): what the user changes meanwhile is seen by the next call.
+#[test]
+fn a_session_sees_the_repositories_the_user_makes_and_moves_between_calls() {
+    let c = Cordon::new();
+    let mut session = Live::start(&c);
+    assert_eq!(session.bash("mkdir -p a/b && echo ok"), "ok\n");
+    git(&c.path("a/b"), &["init", "-q", "inner"]);
+    let out = session.bash(&format!(
+        "{}; exit 0",
+        plant("a/b/inner/.git/hooks/pre-commit")
+    ));
+    assert!(out.contains("Read-only file system"), "{out}");
+    std::fs::rename(c.path("a"), c.path("moved")).unwrap();
+    let out = session.bash(&format!(
+        "{}; exit 0",
+        plant("moved/b/inner/.git/hooks/pre-commit")
+    ));
+    assert!(out.contains("Read-only file system"), "{out}");
+    std::fs::create_dir_all(c.path("moved/b/inner/.git/modules/sub/hooks")).unwrap();
+    c.write(
+        "moved/b/inner/.git/modules/sub/HEAD",
+        "ref: refs/heads/main\n",
+    );
+    let out = session.bash(&format!(
+        "{}; exit 0",
+        plant("moved/b/inner/.git/modules/sub/hooks/post-checkout")
+    ));
+    assert!(out.contains("Read-only file system"), "{out}");
+    session.finish();
+    assert!(
+        runnable_hooks(&c.root()).is_empty(),
+        "{:?}",
+        runnable_hooks(&c.root())
+    );
+}
