@@ -217,9 +217,16 @@ pub fn git_identity() -> Vec<(String, String)> {
 /// toolchains granted.
 pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>, SettingsError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let toolchains = match (&home, settings.toolchains) {
-        (Some(home), true) => toolchains::detect(home, |name| std::env::var(name).ok()),
-        _ => Vec::new(),
+    let found = match &home {
+        Some(home) => toolchains::detect(home, |name| std::env::var(name).ok()),
+        None => Vec::new(),
+    };
+    let toolchains = match settings.toolchains {
+        true => found,
+        false => {
+            policy.ungranted = ungranted(&found);
+            Vec::new()
+        }
     };
     let mut env = git_identity();
     for toolchain in &toolchains {
@@ -261,6 +268,29 @@ pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>,
         })?,
     }
     Ok(toolchains)
+}
+
+/// The programs of the toolchains `found` (left out), each with the note that names the
+/// option that grants it.
+fn ungranted(found: &[Toolchain]) -> Vec<(String, String)> {
+    let mut programs = Vec::new();
+    for dir in found.iter().flat_map(|t| &t.path) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for name in entries
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+        {
+            let note = format!(
+                "{name} is in {}, one of your toolchains, which bash commands get with \
+                 --toolchains",
+                dir.display()
+            );
+            programs.push((name, note));
+        }
+    }
+    programs
 }
 
 /// Settles the bash settings of `options` (whose workspace is canonical): `config`'s `[bash]`

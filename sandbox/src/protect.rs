@@ -366,33 +366,79 @@ impl Guard {
     }
 }
 
-/// The notice added to a command's output when it seems to have tried to write a protected
-/// path (the kernel's "read-only" or "busy" failure, which is all the command sees) and there
-/// are some (`protected`, as [`Guard::shown`] names them): which ones, and how to relax one.
+/// The notice added to a command's output when the kernel refused it a protected path, which
+/// is all the command learns ("read-only", or "busy" for a directory that holds protected
+/// paths, which may not be moved or removed): the paths its output names, among `protected`
+/// (as [`Guard::shown`] names them), and how to relax one. None when the output names none:
+/// the refusal was of something else.
 pub fn hint(output: &str, protected: &[String]) -> Option<String> {
-    let refused = ["Read-only file system", "Device or resource busy"];
-    if protected.is_empty() || !refused.iter().any(|r| output.contains(r)) {
+    let (read_only, busy) = (
+        output.contains("Read-only file system"),
+        output.contains("Device or resource busy"),
+    );
+    if !read_only && !busy {
         return None;
     }
-    let mentioned: Vec<&str> = protected
-        .iter()
-        .map(String::as_str)
-        .filter(|p| output.contains(p))
+    let holders: Vec<String> = {
+        let mut dirs: Vec<String> = (protected.iter())
+            .flat_map(|p| Path::new(p).ancestors().skip(1))
+            .filter(|d| !d.as_os_str().is_empty())
+            .map(|d| d.display().to_string())
+            .collect();
+        dirs.sort();
+        dirs.dedup();
+        dirs
+    };
+    let mut lines = Vec::new();
+    if read_only && let Some(named) = named(output, protected) {
+        lines.push(format!(
+            "[cordon: protected paths are read-only to bash ({named}); allow one with \
+             --unprotect PATH]"
+        ));
+    }
+    if busy && let Some(named) = named(output, &holders) {
+        lines.push(format!(
+            "[cordon: bash may not move or remove a directory that holds protected paths \
+             ({named}); allow them with --unprotect PATH]"
+        ));
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let newline = if output.ends_with('\n') { "" } else { "\n" };
+    Some(format!("{newline}{}\n", lines.join("\n")))
+}
+
+/// The paths of `paths` that `output` names, joined: as the workspace names them, or from a
+/// directory below it (a command that ran in `a/` names `a/.git/config` as `.git/config`:
+/// the last two names at least). Where one is named more fully than another, only it.
+fn named(output: &str, paths: &[String]) -> Option<String> {
+    let matched = |path: &String| -> usize {
+        let names: Vec<&str> = path.split('/').collect();
+        (0..names.len())
+            .filter(|&from| from == 0 || names.len() - from >= 2)
+            .map(|from| names[from..].join("/"))
+            .find(|tail| mentions(output, tail))
+            .map_or(0, |tail| tail.len())
+    };
+    let scored: Vec<(usize, &String)> = paths.iter().map(|p| (matched(p), p)).collect();
+    let best = scored.iter().map(|(n, _)| *n).max().filter(|n| *n > 0)?;
+    let named: Vec<&str> = (scored.iter())
+        .filter(|(n, _)| *n == best)
+        .map(|(_, p)| p.as_str())
         .collect();
-    let named = match mentioned.is_empty() {
-        true if protected.len() > 4 => format!("{}, …", protected[..4].join(", ")),
-        true => protected.join(", "),
-        false => mentioned.join(", "),
-    };
-    let newline = if output.is_empty() || output.ends_with('\n') {
-        ""
-    } else {
-        "\n"
-    };
-    Some(format!(
-        "{newline}[cordon: protected paths are read-only to bash ({named}); allow one with \
-         --unprotect PATH]\n"
-    ))
+    Some(named.join(", "))
+}
+
+/// Whether `output` names `path` as a whole path: not as the end of a longer name
+/// (`x.envrc`) nor the start of one (`.envrc2`).
+fn mentions(output: &str, path: &str) -> bool {
+    output.match_indices(path).any(|(at, _)| {
+        let before = output[..at].chars().next_back();
+        let after = output[at + path.len()..].chars().next();
+        !before.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            && !after.is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    })
 }
 
 fn is_dir(path: &Path) -> bool {
@@ -566,6 +612,36 @@ mod tests {
         assert_eq!(rule(".vscode"), Some(Rule::Root(".vscode")));
         assert_eq!(rule(".git/objects/ab"), None);
         assert_eq!(rule("sub"), None);
+    }
+
+    #[test]
+    fn the_hint_names_the_protected_path_that_failed_and_only_then() {
+        let protected: Vec<String> = [".envrc", ".git/hooks", ".git/config", "a/b/.git/config"]
+            .map(String::from)
+            .to_vec();
+        let hint = |output: &str| hint(output, &protected).unwrap_or_default();
+        assert_eq!(
+            hint("touch: cannot touch '/usr/local/bin/x': Read-only file system\n"),
+            ""
+        );
+        assert!(
+            hint("error: could not lock config file a/b/.git/config: Read-only file system")
+                .contains("(a/b/.git/config); allow one with --unprotect PATH]"),
+        );
+        assert!(
+            hint("bash: .git/hooks/pre-commit: Read-only file system\n")
+                .contains("read-only to bash (.git/hooks); allow"),
+        );
+        // From inside the nested repository, both read the same.
+        assert!(
+            hint("could not write config file .git/config: Read-only file system")
+                .contains("(.git/config, a/b/.git/config)"),
+        );
+        assert!(
+            hint("mv: cannot move 'a' to 'c': Device or resource busy\n")
+                .contains("may not move or remove a directory that holds protected paths (a);"),
+        );
+        assert_eq!(hint("x.envrc: Read-only file system"), "");
     }
 
     #[test]

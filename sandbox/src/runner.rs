@@ -157,6 +157,14 @@ pub(super) fn collect(
             if let Some(hint) = protect::hint(&output, &protected) {
                 output.push_str(&hint);
             }
+            for (program, note) in &policy.ungranted {
+                if output.contains(&format!("{program}: command not found")) {
+                    if !output.ends_with('\n') {
+                        output.push('\n');
+                    }
+                    output.push_str(&format!("[cordon: {note}]\n"));
+                }
+            }
             // Once: a client may have printed the proxy's refusal (its body) already.
             let unseen: Vec<&str> = (blocked.iter())
                 .map(|b| b.line.as_str())

@@ -299,3 +299,29 @@ fn a_session_protects_what_changed_since_its_last_command() {
     assert!(!c.read(".git/config").contains("evil"));
     session.finish();
 }
+
+/// The protected-path hint names the path that failed, a nested repository's own included,
+/// and comes only when a protected path failed.
+#[test]
+fn the_hint_names_the_protected_path_that_failed_and_nothing_else() {
+    let c = repository();
+    let run = c.call(
+        "bash",
+        json!({"command": "git init -q nested && echo made"}),
+    );
+    assert_eq!(run.stdout, "made\n", "{run:?}");
+    let run = c.call(
+        "bash",
+        json!({"command": "echo x > nested/.git/config; touch /usr/local/bin/x; exit 0"}),
+    );
+    assert!(
+        run.stdout.ends_with(
+            "[cordon: protected paths are read-only to bash (nested/.git/config); allow one \
+             with --unprotect PATH]\n"
+        ),
+        "{run:?}"
+    );
+    let run = c.call("bash", json!({"command": "touch /usr/local/bin/x; exit 0"}));
+    assert!(run.stdout.contains("Read-only file system"), "{run:?}");
+    assert!(!run.stdout.contains("[cordon:"), "{run:?}");
+}

@@ -224,6 +224,30 @@ fn toolchains_found_in_the_home_are_granted_and_nothing_else_of_it() {
     }
 }
 
+/// Without `--toolchains`, a program of the user's toolchains is not found, and the output says
+/// which option finds it; a program no toolchain has gets no such note.
+#[test]
+fn a_toolchain_left_out_is_named_when_its_program_is_not_found() {
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().canonicalize().unwrap();
+    script(&h.join(".cargo/bin/cargo"), "cargo 1.95.0-fake");
+    let c = Cordon::new()
+        .with_env("HOME", &h)
+        .with_env("CARGO_HOME", h.join(".cargo"));
+    let run = c.call(
+        "bash",
+        json!({"command": "cargo build; nosuchtool; exit 0"}),
+    );
+    let note = format!(
+        "[cordon: cargo is in {}/.cargo/bin, one of your toolchains, which bash commands get \
+         with --toolchains]\n",
+        h.display()
+    );
+    assert!(run.stdout.contains("cargo: command not found\n"), "{run:?}");
+    assert!(run.stdout.ends_with(&note), "{run:?}");
+    assert!(!run.stdout.contains("[cordon: nosuchtool"), "{run:?}");
+}
+
 /// The user's keys stay hidden even when the whole home is granted, unless named exactly.
 #[test]
 fn keys_and_credentials_stay_hidden_unless_named_exactly() {
