@@ -115,6 +115,7 @@ fn prepare(init: &Prepared) -> Result<Waiting, String> {
         granted: init.granted,
         memory: init.memory,
         private_home: setup.home.is_none(),
+        tmp_lasts: setup.many,
     })
     .map_err(refusal)?;
     // The init itself counts as one of the tasks.

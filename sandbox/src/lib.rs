@@ -56,7 +56,8 @@
 //! - read-only: [`READ_ROOTS`] (symbolic links among them, such as `/bin` → `usr/bin`, kept
 //!   as links), [`Policy::extra_read`], `/sys/devices/system/cpu`;
 //! - read-write, at their real paths: the workspace and [`Policy::extra_write`];
-//! - private and empty at each call: `/tmp`, `/dev/shm` and [`HOME`] (tmpfs, together
+//! - private: `/tmp` for the shell's commands (a session's lasts for the session, one
+//!   command's is its own), and at each call `/dev/shm` and [`HOME`] (tmpfs, together
 //!   bounded by the memory limit), `/dev/pts` (a new devpts instance, with `/dev/ptmx`), and a
 //!   `/dev` holding only `null`, `zero`, `full`, `random`, `urandom`, `tty` and the usual links;
 //! - a fresh `/proc` of the PID namespace (only the command's processes), with `sys`,
@@ -157,7 +158,7 @@ pub const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:
 pub const HOME: &str = "/home/cordon";
 
 /// The environment of every command: these variables and no others. `HOME` is [`HOME`] and
-/// `TMPDIR` is `/tmp` (both private to the call); unconfined, both are in a private directory
+/// `TMPDIR` is `/tmp` (private to the shell); unconfined, both are in a private directory
 /// created for the call and removed after it.
 pub const ENVIRONMENT: [&str; 6] = ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "TERM"];
 

@@ -135,11 +135,17 @@ pub(super) struct View {
     pub granted: Vec<(PathBuf, Access)>,
 }
 
+/// The options of the tmpfs of a command's `/tmp`, under the memory limit `memory`: half of it.
+pub(super) fn tmp_options(memory: u64) -> String {
+    format!("mode=1777,size={}", memory / 2)
+}
+
 /// Builds the view from `sources` and makes it the root of this (the zygote's) mount
-/// namespace. `/tmp`, `/dev/shm`, `/dev/pts` and `HOME` are only mount points here (unless
-/// the home is kept), and `/proc` belongs to the zygote: each command mounts its own
-/// ([`fresh`]).
-pub(super) fn build(sources: Sources) -> Result<View, String> {
+/// namespace. `/dev/shm`, `/dev/pts` and `HOME` are only mount points here (unless the home
+/// is kept), and `/proc` belongs to the zygote: each command mounts its own ([`fresh`]).
+/// `/tmp` is a tmpfs of the options `lasting_tmp` that every command of the view shares (a
+/// session's), else a mount point too.
+pub(super) fn build(sources: Sources, lasting_tmp: Option<&str>) -> Result<View, String> {
     let root = Path::new(NEW_ROOT);
     let at = |path: &Path| root.join(path.strip_prefix("/").unwrap_or(path));
     // Paths are named as the command would see them.
@@ -237,6 +243,9 @@ pub(super) fn build(sources: Sources) -> Result<View, String> {
 
     let tmp = at(Path::new("/tmp"));
     std::fs::create_dir_all(&tmp).map_err(|e| fail("creating", &tmp, e))?;
+    if let Some(options) = lasting_tmp {
+        tmpfs(&tmp, options).map_err(|e| fail("mounting a tmpfs on", &tmp, e))?;
+    }
     let home = at(Path::new(HOME));
     let homes = home.parent().unwrap_or(&home);
     std::fs::create_dir_all(homes).map_err(|e| fail("creating", homes, e))?;
@@ -275,6 +284,8 @@ pub(super) struct Fresh<'a> {
     pub memory: u64,
     /// Whether `HOME` is empty at each command (else the home that lasts is bound there).
     pub private_home: bool,
+    /// Whether `/tmp` is the view's own, which lasts ([`build`]), not one for each command.
+    pub tmp_lasts: bool,
 }
 
 /// Mounts what is fresh for a command in its init's mount namespace (a copy of the view).
@@ -295,10 +306,10 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
         }
     }
     let memory = fresh.memory;
-    let mut private = vec![
-        ("/tmp", format!("mode=1777,size={}", memory / 2)),
-        ("/dev/shm", format!("mode=1777,size={}", memory / 4)),
-    ];
+    let mut private = vec![("/dev/shm", format!("mode=1777,size={}", memory / 4))];
+    if !fresh.tmp_lasts {
+        private.push(("/tmp", tmp_options(memory)));
+    }
     if fresh.private_home {
         private.push((HOME, format!("mode=0755,size={}", memory / 4)));
     }

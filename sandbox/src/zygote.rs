@@ -148,7 +148,10 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
         Some(sources) => sources,
         None => Sources::open(setup, None)?,
     };
-    let view = view::build(sources).map_err(refusal)?;
+    // A shell of many commands (a session) keeps one /tmp for them all.
+    let memory = setup.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
+    let tmp = view::tmp_options(memory);
+    let view = view::build(sources, setup.many.then_some(tmp.as_str())).map_err(refusal)?;
     let rules = Rules::open(setup, zygote.plan.abi()).map_err(refusal)?;
     let mounts = File::open("/proc/self/ns/mnt")
         .map(OwnedFd::from)

@@ -457,7 +457,8 @@ fn only_layers_with_a_stand_in_may_be_allowed_missing() {
 
 /// In a session the next command's init is made ready ahead, and the helper hands it the
 /// command itself when its protected paths are as they were: each command still gets its own
-/// PID namespace and `/tmp`, its timeout, and the protected paths as they are when it starts.
+/// PID namespace, its timeout, and the protected paths as they are when it starts; `/tmp` is
+/// the session's.
 #[test]
 fn commands_handed_to_an_init_ready_ahead_keep_a_fresh_view_their_timeout_and_protection() {
     let c = crate::protect::repository().with_args(&["--timeout", "2"]);
@@ -469,7 +470,7 @@ fn commands_handed_to_an_init_ready_ahead_keep_a_fresh_view_their_timeout_and_pr
         let out = bash(&format!(
             "cat /tmp/mine 2>/dev/null || echo fresh; ps -e --no-headers | wc -l; sleep 0.3 # {round}"
         ));
-        assert_eq!(out, "fresh\n4\n", "the init, bash, ps and wc only");
+        assert_eq!(out, "mine\n4\n", "the init, bash, ps and wc only");
     }
     // The user replaces the stand-in of the missing .envrc between two commands.
     std::fs::remove_dir(c.path(".envrc")).unwrap();
@@ -524,4 +525,29 @@ fn cgroups_down_to(helper: u32, count: usize) -> Vec<PathBuf> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// A session's `/tmp` lasts as long as the session: what one command leaves there the next
+/// finds; another session, and each one-shot call, starts with an empty one.
+#[test]
+fn a_sessions_tmp_lasts_for_the_session_and_no_longer() {
+    let c = Cordon::new();
+    let mut session = Live::start(&c);
+    assert_eq!(
+        session.bash("echo data > /tmp/out.txt && echo kept"),
+        "kept\n"
+    );
+    assert_eq!(session.bash("cat /tmp/out.txt"), "data\n");
+    session.finish();
+    let gone = "cat /tmp/out.txt 2>/dev/null || echo gone";
+    let mut session = Live::start(&c);
+    assert_eq!(session.bash(gone), "gone\n");
+    session.finish();
+    let run = c.call(
+        "bash",
+        json!({"command": "echo data > /tmp/out.txt; cat /tmp/out.txt"}),
+    );
+    assert_eq!(run.stdout, "data\n", "{run:?}");
+    let run = c.call("bash", json!({ "command": gone }));
+    assert_eq!(run.stdout, "gone\n", "{run:?}");
 }
