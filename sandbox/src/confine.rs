@@ -9,15 +9,15 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 use seccompiler::BpfProgram;
 
+use super::seccomp;
 use super::view::DEVICES;
 use super::wire::{self, Setup};
 use super::{HOME, READ_ROOTS};
-use super::{Network, seccomp};
 
 /// The confinement of one command, ready to apply.
 pub(super) struct Plan {
@@ -90,11 +90,11 @@ impl Plan {
 
     /// Confines the calling process (a command's init, single-threaded, in its view):
     /// Landlock after `rules` and at most `tasks` tasks in its user namespace.
-    pub fn apply(&self, request: &Setup, rules: &Rules, tasks: u64) -> Result<(), String> {
+    pub fn apply(&self, rules: &Rules, tasks: u64) -> Result<(), String> {
         limit(libc::RLIMIT_CORE, 0)?;
         limit(libc::RLIMIT_NPROC, tasks)?;
         let ruleset = match &self.landlock {
-            Ok((_, abi)) => Some(rules.ruleset(request, *abi)?),
+            Ok((_, abi)) => Some(rules.ruleset(*abi)?),
             Err(_) => None,
         };
         drop_capabilities().map_err(refusal)?;
@@ -255,22 +255,15 @@ impl Rules {
         Ok(Rules { lasting, fresh })
     }
 
-    /// The file-system, network and scope ruleset of a command of `request`, made in its
-    /// init's view.
-    fn ruleset(&self, request: &Setup, abi: ABI) -> Result<RulesetCreated, String> {
+    /// The file-system and scope ruleset of a command, made in its init's view.
+    fn ruleset(&self, abi: ABI) -> Result<RulesetCreated, String> {
         let landlock = |e: landlock::RulesetError| refusal(format!("Landlock: {e}"));
-        let mut ruleset = Ruleset::default()
+        // Without the host's network, the namespace's loopback is the commands' (their own
+        // servers, the proxy of an allowlist): nothing else exists there to connect to.
+        let ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(AccessFs::from_all(abi))
             .map_err(landlock)?;
-        // With an allowlist the namespace's loopback is the command's (its own servers, the
-        // proxy): nothing else exists there to connect to.
-        if request.network == Network::Off {
-            // No rule for any port: TCP bind and connect are denied.
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(abi))
-                .map_err(landlock)?;
-        }
         let mut created = ruleset
             .scope(Scope::from_all(abi))
             .map_err(landlock)?

@@ -120,7 +120,7 @@ fn prepare(init: &Prepared) -> Result<Waiting, String> {
     .map_err(refusal)?;
     // The init itself counts as one of the tasks.
     init.plan
-        .apply(setup, init.rules, u64::from(setup.max_processes) + 1)?;
+        .apply(init.rules, u64::from(setup.max_processes) + 1)?;
     Ok(Waiting {
         listener,
         bash: Bash::new(setup, Path::new(HOME), Path::new("/tmp"))?,

@@ -43,8 +43,8 @@
 //! [`Status::Refused`] with the missing part named (fail closed).
 //!
 //! **Namespaces.** User, PID, mount, IPC (System V and POSIX message queues of its own), UTS
-//! (host name `cordon`), cgroup, and network unless [`Policy::network`] (an empty namespace:
-//! only a loopback interface, down). As an ordinary user, the command keeps its uid and gid,
+//! (host name `cordon`), cgroup, and network unless [`Policy::network`] (a namespace with only
+//! its loopback, up: the shell's commands', or with an allowlist each command's own). As an ordinary user, the command keeps its uid and gid,
 //! mapped to themselves. As root, it runs as uid and gid 0 of its user namespace, which are
 //! `nobody` (65534) outside: root's files are not its own, so a root-only file (mode 0600) in
 //! a system directory stays unreadable; the workspace and the extra paths are idmapped mounts
@@ -73,7 +73,8 @@
 //!   (with the secret files of [`SECRET_PATHS`] left out) and [`Policy::extra_read`]; read
 //!   `/proc`; the devices of the view; list any directory.
 //! - *Network* (unless [`Policy::network`]): seccomp makes `socket(2)` fail with `EPERM` for
-//!   every address family; Landlock also denies TCP bind and connect. Pathname Unix sockets
+//!   every address family but IPv4 and IPv6, which reach only the namespace's loopback.
+//!   Pathname Unix sockets
 //!   (`AF_UNIX`) are refused too while the kernel's Landlock cannot confine which socket files
 //!   may be connected to (before ABI 9). With ABI 9 `AF_UNIX` is allowed and connecting is
 //!   limited to sockets in the writable directories. `socketpair(2)` always works.

@@ -136,8 +136,8 @@ pub(super) fn confined(request: &Setup, sandbox_user: bool, plan: &Plan) -> Vec<
         ),
         Network::Off => on(
             "network",
-            "an empty network namespace; no socket but Unix socket pairs (seccomp), no TCP \
-             (Landlock)"
+            "a network namespace with only its loopback, the shell's commands' own; no \
+             socket but TCP, UDP and Unix socket pairs (seccomp)"
                 .into(),
         ),
         Network::Allow(allowlist) => on(
@@ -173,15 +173,7 @@ pub(super) fn confined(request: &Setup, sandbox_user: bool, plan: &Plan) -> Vec<
         match plan.landlock() {
             Ok(version) => on(
                 "landlock",
-                format!(
-                    "ABI {version}: files, {}signals and abstract Unix sockets",
-                    // Its TCP rules only where there is no network at all.
-                    if request.network == Network::Off {
-                        "TCP ports, "
-                    } else {
-                        ""
-                    }
-                ),
+                format!("ABI {version}: files, signals and abstract Unix sockets"),
             ),
             Err(why) => allowed_off("landlock", why),
         },

@@ -193,9 +193,9 @@ fn rules(network: &Network, allow_unix: bool) -> Vec<(u32, Rule)> {
     }
     // The address families `socket(2)` may create; none: any.
     let families = match network {
-        Network::Off => Some(Vec::new()),
-        // TCP and UDP on the namespace's loopback, where the proxy listens.
-        Network::Allow(_) => Some(vec![libc::AF_INET as u32, libc::AF_INET6 as u32]),
+        // TCP and UDP on the namespace's loopback (where the proxy listens, with an
+        // allowlist): nothing else is there to reach.
+        Network::Off | Network::Allow(_) => Some(vec![libc::AF_INET as u32, libc::AF_INET6 as u32]),
         Network::Open => None,
     };
     if let Some(mut families) = families {
@@ -472,8 +472,7 @@ mod tests {
         }
         if nr == libc::SYS_socket as u32 {
             let mut families = match network {
-                Network::Off => vec![],
-                Network::Allow(_) => vec![libc::AF_INET, libc::AF_INET6],
+                Network::Off | Network::Allow(_) => vec![libc::AF_INET, libc::AF_INET6],
                 Network::Open => return allow,
             };
             if allow_unix {

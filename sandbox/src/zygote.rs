@@ -144,6 +144,15 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
             io::Error::last_os_error()
         )));
     }
+    // Without the host's network, the commands share this namespace: its loopback is theirs
+    // (a server and its client in one command), and nothing else is there.
+    if setup.network == Network::Off {
+        ns::loopback_up().map_err(|e| {
+            refusal(format!(
+                "cannot bring up the loopback of the commands' network namespace: {e}"
+            ))
+        })?;
+    }
     let sources = match zygote.sources.take() {
         Some(sources) => sources,
         None => Sources::open(setup, None)?,

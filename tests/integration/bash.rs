@@ -238,18 +238,32 @@ fn reading_outside_the_readable_set_fails() {
     );
 }
 
+/// The command's loopback is its own: a server and its client in one command work, a
+/// listener of the host on 127.0.0.1 is out of reach, and so is every other address.
 #[test]
-fn loopback_connections_fail() {
+fn the_commands_loopback_is_its_own() {
     let c = Cordon::new();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let run = bash(
         &c,
-        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+        &format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; \
+             exec 3<>/dev/tcp/192.0.2.1/80 && echo reached"
+        ),
     );
     assert!(!run.stdout.contains("connected"), "{run:?}");
-    assert!(run.stdout.contains("not permitted"), "{run:?}");
+    assert!(run.stdout.contains("Connection refused"), "{run:?}");
+    assert!(run.stdout.contains("Network is unreachable"), "{run:?}");
+    assert!(!run.stdout.contains("reached"), "{run:?}");
+    let run = bash(
+        &c,
+        "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & \
+         for i in $(seq 50); do python3 -c \"import urllib.request as u; \
+         print(u.urlopen('http://localhost:8765/').status)\" 2>/dev/null && break; sleep 0.1; done",
+    );
+    assert_eq!(run.stdout, "200\n", "{run:?}");
     assert!(
         listener.accept().is_err(),
         "a connection reached the listener"
