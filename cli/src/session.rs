@@ -5,9 +5,11 @@
 //! `--permissions ask`, a call that needs permission first writes a `permission_request` line
 //! and reads the answer line. While a call runs, `{"cancel": ID}` stops it (its command's
 //! whole tree is killed) and answers it with `"status": "cancelled"`; other lines read
-//! meanwhile wait their turn. End of input ends the session, once the call running ends.
+//! meanwhile wait their turn. A call with `"stream": true` sends `{"output_lines": […]}` lines
+//! (echoing its `id`) with what its commands print while it runs, before its answer. End of input ends the session, once the call running ends.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use rmcp::transport::io::{StdioReader, StdioWriter};
 use serde_json::{Value, json};
@@ -17,7 +19,15 @@ use tokio::sync::{mpsc, oneshot};
 use cordon::Runtime;
 use cordon::output::quote;
 use cordon::runtime::MAX_INPUT_BYTES;
+use cordon::session::display::live;
 use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
+use cordon::shell::Progress;
+
+/// How often a call that asked for it sends the lines its commands printed since.
+const STREAM_EVERY: Duration = Duration::from_millis(250);
+
+/// The most lines one such message carries: the newest.
+const STREAM_LINES: usize = 50;
 
 /// A line of input without its line ending, or the error answer to a line that is not text.
 type Line = Result<String, String>;
@@ -164,17 +174,33 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
         };
         out.id = request.get("id").cloned();
         let response = match parse(request) {
-            Ok(Request::Call { tool, input }) => {
+            Ok(Request::Call {
+                tool,
+                input,
+                stream,
+            }) => {
                 let pending = session.prepare(runtime, &tool, input);
                 let (questions, mut asked) = mpsc::unbounded_channel();
                 let mut relay = Relay { questions };
-                let call = session.call(pending, &mut relay);
+                let progress = stream.then(Progress::default);
+                let call = session.call_watched(pending, &mut relay, progress.clone());
                 tokio::pin!(call);
                 let mut question: Option<oneshot::Sender<Answer>> = None;
                 let mut open = true;
+                let mut streamed = 0;
+                let mut ticks = tokio::time::interval(STREAM_EVERY);
                 let finished = loop {
                     tokio::select! {
                         finished = &mut call => break Some(finished),
+                        _ = ticks.tick(), if progress.is_some() => {
+                            let Some(progress) = &progress else { continue };
+                            let (lines, next) = progress.lines_since(streamed);
+                            streamed = next;
+                            if !lines.is_empty() {
+                                let lines = live(&lines, STREAM_LINES);
+                                out.send(json!({ "output_lines": lines })).await?;
+                            }
+                        }
                         Some((message, reply)) = asked.recv() => {
                             out.send(message).await?;
                             // The answer is the next line: one read already (a client that
@@ -244,6 +270,8 @@ enum Request {
     Call {
         tool: String,
         input: Value,
+        /// Whether the output lines its commands print are sent while it runs.
+        stream: bool,
     },
     EndTurn,
     /// A cancellation that arrived when its call was not running.
@@ -262,7 +290,21 @@ fn parse(request: Value) -> Result<Request, String> {
             ));
         };
         let input = map.remove("input").unwrap_or_else(|| json!({}));
-        return Ok(Request::Call { tool: name, input });
+        let stream = match map.get("stream") {
+            None => false,
+            Some(Value::Bool(stream)) => *stream,
+            Some(other) => {
+                return Err(format!(
+                    "\"stream\" must be true or false, got: {}",
+                    quote(other)
+                ));
+            }
+        };
+        return Ok(Request::Call {
+            tool: name,
+            input,
+            stream,
+        });
     }
     if map.get("end_turn") == Some(&Value::Bool(true)) {
         return Ok(Request::EndTurn);
@@ -271,7 +313,7 @@ fn parse(request: Value) -> Result<Request, String> {
         return Ok(Request::Cancel(id));
     }
     Err(
-        "expected {\"tool\": NAME, \"input\": {...}}, {\"end_turn\": true} or {\"cancel\": ID}, optionally with an \"id\""
+        "expected {\"tool\": NAME, \"input\": {...}} (optionally with \"stream\": true), {\"end_turn\": true} or {\"cancel\": ID}, optionally with an \"id\""
             .to_string(),
     )
 }

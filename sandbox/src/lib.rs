@@ -133,8 +133,7 @@ pub use receipt::{Enforcement, LAYERS, Layer};
 pub use shell::Shell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The first argument that makes a program run as the sandbox helper
@@ -321,19 +320,64 @@ impl Stop {
     }
 }
 
-/// How many bytes of output the running commands of a call have printed so far, read from
-/// any thread. Clones share the count.
+/// What the running commands of a call have printed so far, read from any thread: how many
+/// bytes, and the newest of them ([`Progress::lines_since`]), for a front door that shows a
+/// command's output as it runs. Clones share it.
 #[derive(Clone, Debug, Default)]
-pub struct Progress(Arc<AtomicU64>);
+pub struct Progress(Arc<Mutex<Printed>>);
+
+/// The output seen so far: its length, and its last [`PROGRESS_TAIL`] bytes.
+#[derive(Debug, Default)]
+struct Printed {
+    bytes: u64,
+    tail: std::collections::VecDeque<u8>,
+}
+
+/// How many of the newest bytes of output [`Progress`] keeps.
+const PROGRESS_TAIL: usize = 16 << 10;
 
 impl Progress {
     /// The bytes of output read so far, kept or not.
     pub fn bytes(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+        self.0.lock().map_or(0, |p| p.bytes)
     }
 
-    fn add(&self, bytes: usize) {
-        self.0.fetch_add(bytes as u64, Ordering::Relaxed);
+    /// The whole lines printed since the byte `since` (0, then what the last call returned),
+    /// as text (invalid UTF-8 replaced), and where the next call starts: at most the newest
+    /// 16 KiB of output, a line cut by that bound left out.
+    pub fn lines_since(&self, since: u64) -> (Vec<String>, u64) {
+        let Ok(printed) = self.0.lock() else {
+            return (Vec::new(), since);
+        };
+        let kept_from = printed.bytes - printed.tail.len() as u64;
+        let bytes: Vec<u8> = printed.tail.iter().copied().collect();
+        let start = match since.checked_sub(kept_from) {
+            Some(start) => (start as usize).min(bytes.len()),
+            // The line under way at the bound is not whole.
+            None => bytes
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(bytes.len(), |n| n + 1),
+        };
+        let Some(end) = bytes[start..].iter().rposition(|b| *b == b'\n') else {
+            return (Vec::new(), kept_from + start as u64);
+        };
+        let end = start + end;
+        let lines = String::from_utf8_lossy(&bytes[start..end])
+            .split('\n')
+            .map(str::to_string)
+            .collect();
+        (lines, kept_from + end as u64 + 1)
+    }
+
+    fn add(&self, data: &[u8]) {
+        if let Ok(mut printed) = self.0.lock() {
+            printed.bytes += data.len() as u64;
+            let data = &data[data.len().saturating_sub(PROGRESS_TAIL)..];
+            let over = (printed.tail.len() + data.len()).saturating_sub(PROGRESS_TAIL);
+            printed.tail.drain(..over);
+            printed.tail.extend(data);
+        }
     }
 }
 
@@ -473,6 +517,27 @@ pub fn signal_name(sig: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_gives_each_whole_line_once_and_only_the_newest() {
+        let progress = Progress::default();
+        progress.add(b"one\ntw");
+        let (lines, next) = progress.lines_since(0);
+        assert_eq!((lines, next), (vec!["one".to_string()], 4));
+        assert_eq!(progress.lines_since(next), (vec![], 4));
+        progress.add(b"o\nthree\n");
+        assert_eq!(
+            progress.lines_since(next),
+            (vec!["two".to_string(), "three".to_string()], 14)
+        );
+        // Past the bound, the line it cuts is left out.
+        progress.add(&[b'x'; PROGRESS_TAIL]);
+        progress.add(b"\nlast\n");
+        assert_eq!(progress.bytes(), 14 + PROGRESS_TAIL as u64 + 6);
+        let (lines, next) = progress.lines_since(14);
+        assert_eq!(lines, ["last"]);
+        assert_eq!(next, progress.bytes());
+    }
 
     #[test]
     fn signal_names() {

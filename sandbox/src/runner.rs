@@ -312,7 +312,7 @@ fn drain(
                 Ok(0) | Err(_) => out_open = false,
                 Ok(n) => {
                     if let Some(progress) = &progress {
-                        progress.add(n);
+                        progress.add(&buf[..n]);
                     }
                     let room = cap.saturating_sub(drained.kept.len());
                     let keep = n.min(room);

@@ -463,6 +463,14 @@ fn long_calls(over: Over) {
             "{mode}: {last}"
         );
         assert!(last["progress"].as_f64().unwrap() >= 2.0, "{mode}: {last}");
+        // The newest lines printed ride on the notifications.
+        let messages: Vec<&str> = (seen["progress"].as_array().unwrap().iter())
+            .filter_map(|p| p["message"].as_str())
+            .collect();
+        assert!(
+            messages.iter().any(|m| m.contains("\ntick 1")),
+            "{mode}: {messages:?}"
+        );
     }
     assert_quiet(&stderr);
 }

@@ -619,3 +619,36 @@ fn cpu_time(pid: u32) -> Duration {
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
     Duration::from_millis(ticks * 1000 / per_second)
 }
+
+/// A call that asks for it gets the lines its command prints while it runs, each message
+/// echoing its id, before its answer, which is as without.
+#[test]
+fn a_call_may_stream_its_output_lines_before_its_answer() {
+    let c = Cordon::new();
+    let out = session(
+        &c,
+        &[
+            json!({"id": 7, "stream": true, "tool": "bash",
+                   "input": {"command": "for i in 1 2 3; do echo tick $i; sleep 0.4; done"}}),
+            json!({"id": 8, "stream": "yes", "tool": "bash", "input": {"command": "true"}}),
+        ],
+    );
+    let (answers, streamed): (Vec<&Value>, Vec<&Value>) = out
+        .iter()
+        .partition(|line| line.get("output_lines").is_none());
+    let lines: Vec<&str> = (streamed.iter())
+        .inspect(|line| assert_eq!(line["id"], 7, "{line}"))
+        .flat_map(|line| line["output_lines"].as_array().unwrap())
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(lines.starts_with(&["tick 1", "tick 2"]), "{out:?}");
+    assert_eq!(answers[0]["output"], "tick 1\ntick 2\ntick 3\n", "{out:?}");
+    assert_eq!(answers[0]["status"], "completed");
+    assert!(
+        answers[1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("\"stream\" must be true or false, got: \"yes\""),
+        "{out:?}"
+    );
+}

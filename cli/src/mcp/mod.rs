@@ -59,6 +59,7 @@ use tokio_util::task::TaskTracker;
 
 use cordon::bindings::Kind;
 use cordon::output::quote;
+use cordon::session::display::live;
 use cordon::session::{Answer, Ask, Decision, Hosts, Mode, Pending, PermissionRequest, Session};
 use cordon::shell::Progress;
 use cordon::{CallError, CallOutcome, Options, Runtime};
@@ -152,6 +153,10 @@ const PARALLEL: usize = 8;
 
 /// How often a long call reports progress to a client that asked for it.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// How many of the newest lines a command printed since the last progress notification the
+/// next one carries.
+const LIVE_LINES: usize = 5;
 
 /// The most permission questions 2026-07-28 clients may leave unanswered before the oldest
 /// is forgotten (its retry is then asked afresh).
@@ -452,7 +457,8 @@ impl Server {
     }
 
     /// Runs `pending`; with a progress `token`, a notification each second while it runs:
-    /// the seconds so far and the bytes its commands printed.
+    /// the seconds so far, the bytes its commands printed, and the newest lines they printed
+    /// since the notification before (escaped, each on a line of its own).
     async fn run(
         &self,
         pending: &Pending<'_>,
@@ -469,12 +475,19 @@ impl Server {
         tokio::pin!(run);
         let started = tokio::time::Instant::now();
         let mut ticks = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+        let mut since = 0;
         loop {
             tokio::select! {
                 outcome = &mut run => return outcome,
                 _ = ticks.tick() => {
                     let secs = started.elapsed().as_secs_f64();
-                    let message = format!("{secs:.0} s, {} bytes of output", progress.bytes());
+                    let mut message = format!("{secs:.0} s, {} bytes of output", progress.bytes());
+                    let (lines, next) = progress.lines_since(since);
+                    since = next;
+                    for line in live(&lines, LIVE_LINES) {
+                        message.push('\n');
+                        message.push_str(&line);
+                    }
                     let note = ProgressNotificationParam::new(token.clone(), secs).with_message(message);
                     // A client that left is the cancellation's business, not this loop's.
                     let _ = peer.notify_progress(note).await;

@@ -150,6 +150,24 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// The most characters of one line of live output ([`live`]) shown; the rest is cut, with `…`.
+pub const LIVE_LINE: usize = 200;
+
+/// The newest `count` of `lines` that a running command printed, for a front door that shows
+/// its output as it runs: each escaped ([`escape`]) and cut to [`LIVE_LINE`] characters.
+pub fn live(lines: &[String], count: usize) -> Vec<String> {
+    lines[lines.len().saturating_sub(count)..]
+        .iter()
+        .map(|line| {
+            let shown = escape(line);
+            match shown.char_indices().nth(LIVE_LINE) {
+                Some((cut, _)) => format!("{}…", &shown[..cut]),
+                None => shown.into_owned(),
+            }
+        })
+        .collect()
+}
+
 /// Whether `c` steers a terminal or the order of text, rather than showing as itself.
 fn steers(c: char) -> bool {
     matches!(c, '\0'..='\x08' | '\x0b'..='\x1f' | '\x7f'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')

@@ -368,6 +368,16 @@ impl Session {
 
     /// Runs one call through permissions, the plugin, the loop detector and the counters.
     pub async fn call<'r>(&mut self, pending: Pending<'r>, ask: &mut impl Ask) -> Finished<'r> {
+        self.call_watched(pending, ask, None).await
+    }
+
+    /// [`Session::call`], with `progress` following what the call's commands print.
+    pub async fn call_watched<'r>(
+        &mut self,
+        pending: Pending<'r>,
+        ask: &mut impl Ask,
+        progress: Option<crate::shell::Progress>,
+    ) -> Finished<'r> {
         let decision = match self.decide(&pending) {
             Decision::Ask => match pending.question().await {
                 Ok(request) => {
@@ -380,7 +390,7 @@ impl Session {
         };
         let outcome = match decision {
             Decision::Refuse(refusal) => refusal,
-            _ => pending.run(self.hosts(), ask, None).await,
+            _ => pending.run(self.hosts(), ask, progress).await,
         };
         self.finish(pending, outcome)
     }
