@@ -512,6 +512,47 @@ fn stdout_carries_only_protocol_messages() {
     assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{}", run.stderr);
 }
 
+/// `isError` only when the tool could not do its job: a command that ran is a result whatever
+/// its exit status or a timeout, its text ending with the trailer; a missing file, input that
+/// breaks the schema and a refused command are errors.
+#[test]
+fn is_error_only_when_the_tool_could_not_do_its_job() {
+    let call = |id: u32, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}})
+    };
+    let cordon = Cordon::new().with_args(&["--timeout", "1"]);
+    let answers = cordon.mcp(&[
+        call(1, "bash", json!({"command": "echo failing; exit 1"})),
+        call(2, "bash", json!({"command": "echo slow; sleep 10"})),
+        call(3, "bash", json!({"command": "kill -9 $$"})),
+        call(4, "read_file", json!({"path": "missing.txt"})),
+        call(5, "bash", json!({"command": 3})),
+    ]);
+    assert_eq!(
+        completed(&answers[0]),
+        "failing\n[exit code: exit status 1]"
+    );
+    assert!(
+        completed(&answers[1]).starts_with("slow\n[error: 1s timeout exceeded]"),
+        "{:#}",
+        answers[1]
+    );
+    assert_eq!(
+        completed(&answers[2]),
+        "[exit code: killed by signal SIGKILL]"
+    );
+    assert_eq!(
+        failed(&answers[3]),
+        "missing.txt does not exist. Create it with write_file"
+    );
+    assert!(failed(&answers[4]).starts_with("Invalid input for bash: command"));
+
+    let denied = Cordon::new().with_args(&["--permissions", "deny"]);
+    let answers = denied.mcp(&[call(1, "bash", json!({"command": "echo ran"}))]);
+    assert_eq!(failed(&answers[0]), "[command rejected by the user]");
+}
+
 /// The error answer to malformed `tools/call` params quotes a short, marked prefix of them.
 #[test]
 fn malformed_call_params_are_quoted_short() {

@@ -4,6 +4,10 @@
 //! `shell` interface of the WIT) and this plugin turns the tool input into that call and the
 //! completion into the text the model sees, with the exit status or timeout as a trailer that
 //! the host's truncation never cuts.
+//!
+//! A command that ran did the tool's job, whatever its exit status: its outcome is not failed
+//! (an MCP client would take `isError` for a call to retry), and the trailer tells the model
+//! how it ended. Only a command that could not run at all is a failed outcome.
 
 use cordon_kit::shell::{self, Completion, Status};
 use cordon_kit::{Context, Counter, Declaration, Kind, Outcome, Tool};
@@ -65,24 +69,20 @@ fn outcome(done: Completion) -> Outcome {
         omitted_bytes,
         status,
     } = done;
-    let mut outcome = match status {
-        Status::Exited(0) => Outcome::success(output),
-        Status::Exited(code) => {
-            Outcome::failure(output).with_trailer(format!("[exit code: exit status {code}]"))
-        }
-        Status::Signaled(signal) => {
-            Outcome::failure(output).with_trailer(format!("[exit code: killed by signal {signal}]"))
-        }
-        Status::TimedOut(secs) => {
-            Outcome::failure(output).with_trailer(format!("[error: {secs}s timeout exceeded]"))
-        }
-        Status::OutOfMemory(mib) => Outcome::failure(output).with_trailer(format!(
+    let trailer = match status {
+        Status::Exited(0) => None,
+        Status::Exited(code) => Some(format!("[exit code: exit status {code}]")),
+        Status::Signaled(signal) => Some(format!("[exit code: killed by signal {signal}]")),
+        Status::TimedOut(secs) => Some(format!("[error: {secs}s timeout exceeded]")),
+        Status::OutOfMemory(mib) => Some(format!(
             "[error: the command exceeded its memory limit of {mib} MiB and was killed]"
         )),
         Status::Refused(why) => {
             return Outcome::failure(format!("[error: bash could not run: {why}]"));
         }
     };
+    let mut outcome = Outcome::success(output);
+    outcome.trailer = trailer;
     outcome.omitted_bytes = omitted_bytes;
     outcome
 }
@@ -110,9 +110,9 @@ mod tests {
     }
 
     #[test]
-    fn statuses_become_trailers() {
+    fn statuses_become_trailers_of_outcomes_that_did_not_fail() {
         let o = outcome(done("x", Status::Exited(2)));
-        assert!(o.failed);
+        assert!(!o.failed);
         assert_eq!(o.trailer.as_deref(), Some("[exit code: exit status 2]"));
         let o = outcome(done("", Status::Signaled("SIGKILL".into())));
         assert_eq!(
@@ -120,12 +120,13 @@ mod tests {
             Some("[exit code: killed by signal SIGKILL]")
         );
         let o = outcome(done("big\n", Status::OutOfMemory(4096)));
-        assert!(o.failed);
+        assert!(!o.failed);
         assert_eq!(
             o.trailer.as_deref(),
             Some("[error: the command exceeded its memory limit of 4096 MiB and was killed]")
         );
         let o = outcome(done("partial", Status::TimedOut(30)));
+        assert!(!o.failed);
         assert_eq!(o.output, "partial");
         assert_eq!(o.trailer.as_deref(), Some("[error: 30s timeout exceeded]"));
     }
