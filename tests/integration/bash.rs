@@ -178,10 +178,68 @@ fn an_output_bomb_stays_bounded() {
     );
     assert!(stdout.ends_with("\n[error: 2s timeout exceeded]"));
     assert!(stdout.len() < 31_000, "{} bytes", stdout.len());
-    // Gigabytes went through; memory grew by the output bound (1 MiB) and buffers at most.
+    // Gigabytes went through; memory grew by the output bound (1 MiB of each end, the end's
+    // twice while it is read) and buffers at most.
     assert!(
         peak < baseline + 16 * 1024,
         "peak {peak} KiB, baseline {baseline} KiB"
+    );
+}
+
+/// Over the limit, a command's output keeps its start and its end, whole lines each, with the
+/// notice between them: the last error line survives, and the trailer follows.
+#[test]
+fn long_output_keeps_its_start_and_its_end() {
+    let c = Cordon::new();
+    let run = bash(
+        &c,
+        "seq 1 200000; echo \"error[E0308]: mismatched types\"; exit 1",
+    );
+    let (start, rest) = run.stdout.split_once("[output truncated: ").unwrap();
+    let (notice, end) = rest.split_once('\n').unwrap();
+    assert!(start.starts_with("1\n2\n3\n"), "{}", &start[..20]);
+    assert!(start.ends_with('\n'));
+    assert!(
+        end.ends_with("199999\n200000\nerror[E0308]: mismatched types\n[exit code: exit status 1]"),
+        "{}",
+        &end[end.len() - 100..]
+    );
+    let total: usize = (1..=200_000)
+        .map(|i: u32| i.to_string().len() + 1)
+        .sum::<usize>()
+        + "error[E0308]: mismatched types\n".len();
+    let shown = start.len() + end.len() - "[exit code: exit status 1]".len();
+    assert_eq!(
+        notice,
+        format!(
+            "{} characters omitted here, between the start and the end of the output. Ask for \
+             a smaller part, e.g. a line range or a filtered command]",
+            total - shown
+        )
+    );
+    assert!(
+        run.stdout.chars().count() <= 30_000 + "\n[exit code: exit status 1]".len(),
+        "{}",
+        run.stdout.len()
+    );
+
+    // Past what the sandbox keeps of each end (1 MiB), the bytes between are counted too:
+    // 3,000,015 bytes printed, less twice 1 MiB.
+    let run = bash(
+        &c,
+        "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo the last line",
+    );
+    assert!(run.stdout.starts_with("xxx"), "{}", &run.stdout[..20]);
+    assert!(
+        run.stdout
+            .contains(" characters and 902863 bytes omitted here, between the start"),
+        "{}",
+        &run.stdout[run.stdout.len() - 400..]
+    );
+    assert!(
+        run.stdout.ends_with("xxx\nthe last line\n"),
+        "{}",
+        &run.stdout[run.stdout.len() - 100..]
     );
 }
 

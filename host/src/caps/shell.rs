@@ -1,6 +1,7 @@
 //! The `shell` capability: the WIT face of [`crate::shell`], which runs the command confined.
 
 use crate::bindings::cordon::tool::shell::{Completion, Host, Status};
+use crate::output;
 use crate::shell;
 use crate::state::State;
 
@@ -19,9 +20,16 @@ impl Host for State {
         let done = shell.run(&command, &hooks);
         self.sandbox = done.layers;
         self.blocked.extend(done.blocked);
+        // Cut here, where the gap between the two ends is known: the plugin gets one text.
+        let (output, omitted_bytes) = output::ends(
+            &done.output,
+            &done.tail,
+            done.omitted_bytes,
+            self.max_output,
+        );
         Completion {
-            output: done.output,
-            omitted_bytes: done.omitted_bytes,
+            output,
+            omitted_bytes,
             status: match done.status {
                 shell::Status::Exited(code) => Status::Exited(code),
                 shell::Status::Signaled(name) => Status::Signaled(name),
