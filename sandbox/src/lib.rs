@@ -140,6 +140,8 @@ pub const SANDBOX_ARG: &str = "__sandbox";
 
 /// The default timeout of a command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default of the longest timeout a command may ask for ([`Policy::max_timeout`]).
+pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// The default number of output bytes kept ([`Policy::output_cap`]).
 pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
 /// The default memory limit of a command's whole process tree ([`Policy::memory_limit`]).
@@ -188,6 +190,8 @@ pub struct Policy {
     pub workspace: PathBuf,
     /// How long a command may run before its whole process tree is killed.
     pub timeout: Duration,
+    /// The longest timeout a command may be given instead ([`Shell::run_for`]).
+    pub max_timeout: Duration,
     /// Run without the kernel confinement (`--unconfined-bash`).
     pub unconfined: bool,
     /// More directories (or files) commands may read and execute from.
@@ -234,6 +238,7 @@ impl Policy {
         Policy {
             workspace,
             timeout: DEFAULT_TIMEOUT,
+            max_timeout: DEFAULT_MAX_TIMEOUT,
             unconfined: false,
             extra_read: Vec::new(),
             extra_write: Vec::new(),
@@ -254,6 +259,12 @@ impl Policy {
     /// The timeout in whole seconds, as reported in [`Status::TimedOut`] (rounded up).
     pub fn timeout_secs(&self) -> u32 {
         whole_secs(self.timeout)
+    }
+
+    /// The longest timeout a command may be given, in whole seconds (never below the
+    /// timeout).
+    pub fn max_timeout_secs(&self) -> u32 {
+        whole_secs(self.max_timeout.max(self.timeout))
     }
 }
 

@@ -63,8 +63,8 @@ pub(super) fn setup(policy: &Policy) -> Setup {
 }
 
 /// Runs an unconfined command in a helper of its own (see [`super::helper`]).
-pub(super) fn once(policy: &Policy, command: &str, hooks: &Hooks) -> Completion {
-    match spawn(policy, command) {
+pub(super) fn once(policy: &Policy, command: &str, timeout: Duration, hooks: &Hooks) -> Completion {
+    match spawn(policy, command, timeout) {
         Ok((mut helper, pipes)) => {
             let pipes = Pipes {
                 stop: hooks.stop.clone(),
@@ -73,7 +73,7 @@ pub(super) fn once(policy: &Policy, command: &str, hooks: &Hooks) -> Completion 
             };
             // Given up, the report pipe closes: the helper takes that for the host gone, kills
             // the command and exits.
-            let done = collect(policy, pipes, None, drop);
+            let done = collect(policy, timeout, pipes, None, drop);
             end(&mut helper);
             done
         }
@@ -82,9 +82,12 @@ pub(super) fn once(policy: &Policy, command: &str, hooks: &Hooks) -> Completion 
 }
 
 /// Starts the helper of one unconfined command: the helper and the host's ends of its pipes.
-fn spawn(policy: &Policy, command: &str) -> Result<(Child, Pipes), String> {
+fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pipes), String> {
     let request = Request {
-        setup: setup(policy),
+        setup: Setup {
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            ..setup(policy)
+        },
         command: command.to_string(),
     };
     workspace(policy)?;
@@ -114,16 +117,17 @@ fn spawn(policy: &Policy, command: &str) -> Result<(Child, Pipes), String> {
 }
 
 /// Reads a command's output and report (putting the proxy's questions to the asker of
-/// `asking`) and makes its [`Completion`]. When the host gives up on the command (its
+/// `asking`) and makes its [`Completion`]; the command was given `timeout`. When the host gives up on the command (its
 /// deadline and grace passed, or it was stopped), `give_up` gets the report pipe, if the
 /// helper has not closed it yet, to make the helper kill the command.
 pub(super) fn collect(
     policy: &Policy,
+    timeout: Duration,
     pipes: Pipes,
     asking: Option<(Asker, File)>,
     give_up: impl FnOnce(Option<File>),
 ) -> Completion {
-    let deadline = Instant::now() + policy.timeout + super::BACKSTOP_GRACE;
+    let deadline = Instant::now() + timeout + super::BACKSTOP_GRACE;
     let cap = policy.output_cap;
     let drained = drain(pipes, cap, deadline, asking);
     let cut = drained.as_ref().err().map(|(_, cut)| *cut);
@@ -157,7 +161,7 @@ pub(super) fn collect(
     let (report, diagnostics) = wire::parse_report(&text);
     let (status, layers, blocked) = match report {
         _ if cut == Some(Cut::Deadline) => (
-            Status::TimedOut(policy.timeout_secs()),
+            Status::TimedOut(super::whole_secs(timeout)),
             Vec::new(),
             Vec::new(),
         ),

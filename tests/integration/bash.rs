@@ -12,6 +12,10 @@ use serde_json::json;
 use crate::sandbox::{marker, wait_until_gone};
 use crate::util::{Cordon, Run};
 
+/// The line after a timeout's trailer when commands may be given up to 600 s (the default).
+pub const MORE_TIME: &str = "[to give the command more time, call bash again with \"timeout\": \
+                             SECONDS in its input, at most 600]";
+
 fn bash(cordon: &Cordon, command: &str) -> Run {
     cordon.call("bash", json!({ "command": command }))
 }
@@ -82,11 +86,114 @@ fn the_timeout_kills_the_whole_tree() {
     let run = bash(&c, &command);
     let took = started.elapsed();
     assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout, "running 5\n[error: 2s timeout exceeded]");
+    assert_eq!(
+        run.stdout,
+        format!("running 5\n[error: 2s timeout exceeded]\n{MORE_TIME}")
+    );
     assert!(took < Duration::from_secs(6), "took {took:?}");
     assert_eq!(
         wait_until_gone(&mark, Duration::from_millis(500)),
         Vec::<u32>::new()
+    );
+}
+
+/// A call may ask for a longer timeout, up to `--max-timeout` (or the config file's
+/// `max_timeout`); the timeout's trailer says how to ask for more, or that it had the most.
+#[test]
+fn a_call_may_ask_for_a_longer_timeout_up_to_the_maximum() {
+    let c = Cordon::new().with_args(&["--timeout", "1", "--max-timeout", "2"]);
+    warm_up(&c);
+    let timed = |command: &str, timeout: u32| {
+        c.call("bash", json!({"command": command, "timeout": timeout}))
+    };
+    let run = timed("sleep 1.3; echo done", 2);
+    assert_eq!((run.code, run.stdout.as_str()), (0, "done\n"), "{run:?}");
+    let run = bash(&c, "sleep 1.3; echo done");
+    assert_eq!(
+        run.stdout,
+        "[error: 1s timeout exceeded]\n[to give the command more time, call bash again with \
+         \"timeout\": SECONDS in its input, at most 2]"
+    );
+    let run = timed("echo started; sleep 5", 2);
+    assert_eq!(
+        run.stdout,
+        "started\n[error: 2s timeout exceeded]\n[2s is the most time a command may be given: \
+         split the work into shorter commands]"
+    );
+    let run = timed("echo ran", 3);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        run.stdout,
+        "[error: bash could not run: a timeout of 3 s was asked for; a command may be given 1 to \
+         2 s (the user's --max-timeout): ask for 2 or less, or split the work]"
+    );
+    let run = timed("echo ran", 0);
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (
+            1,
+            "Invalid input for bash: timeout: 0 is less than the minimum of 1"
+        )
+    );
+
+    // In a session, each command has its own timeout; the next one has the usual again.
+    let out = c.session(
+        [
+            json!({"tool": "bash", "input": {"command": "sleep 1.3; echo long", "timeout": 2}}),
+            json!({"tool": "bash", "input": {"command": "sleep 1.3; echo usual"}}),
+        ]
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>(),
+    );
+    assert_eq!(out[0]["output"], "long\n");
+    assert!(
+        out[1]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("[error: 1s timeout exceeded]\n"),
+        "{}",
+        out[1]
+    );
+
+    // The config file's maximum; the command line's wins over it.
+    let user = tempfile::tempdir().unwrap();
+    let config = user.path().join("config.toml");
+    std::fs::write(&config, "[bash]\nmax_timeout = 2\n").unwrap();
+    let config = config.to_str().unwrap();
+    let c = Cordon::new().with_args(&["--timeout", "1", "--config", config]);
+    let run = c.call(
+        "bash",
+        json!({"command": "sleep 1.3; echo done", "timeout": 2}),
+    );
+    assert_eq!(run.stdout, "done\n", "{run:?}");
+    let narrower =
+        Cordon::new().with_args(&["--timeout", "1", "--config", config, "--max-timeout", "1"]);
+    let run = narrower.call("bash", json!({"command": "echo ran", "timeout": 2}));
+    assert_eq!(run.code, 1, "{run:?}");
+    std::fs::write(user.path().join("config.toml"), "[bash]\nmax_timeout = 0\n").unwrap();
+    let run = c.call("bash", json!({"command": "echo ran"}));
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("max_timeout = 0 in [bash]"), "{run:?}");
+}
+
+/// Without the kernel confinement, a call's timeout holds the same way.
+#[test]
+fn an_unconfined_command_has_its_own_timeout_too() {
+    let c = Cordon::new().with_args(&["--unconfined-bash", "--timeout", "1", "--max-timeout", "2"]);
+    let run = c.call(
+        "bash",
+        json!({"command": "sleep 1.3; echo done", "timeout": 2}),
+    );
+    assert_eq!(run.stdout, "done\n", "{run:?}");
+    let run = c.call(
+        "bash",
+        json!({"command": "echo started; sleep 5", "timeout": 2}),
+    );
+    assert!(
+        run.stdout
+            .starts_with("started\n[error: 2s timeout exceeded]\n"),
+        "{run:?}"
     );
 }
 
@@ -176,7 +283,7 @@ fn an_output_bomb_stays_bounded() {
         "{}",
         &stdout[stdout.len() - 300..]
     );
-    assert!(stdout.ends_with("\n[error: 2s timeout exceeded]"));
+    assert!(stdout.ends_with(&format!("\n[error: 2s timeout exceeded]\n{MORE_TIME}")));
     assert!(stdout.len() < 31_000, "{} bytes", stdout.len());
     // Gigabytes went through; memory grew by the output bound (1 MiB of each end, the end's
     // twice while it is read) and buffers at most.
@@ -415,7 +522,8 @@ fn unconfined_bash_lifts_the_confinement_only() {
     std::fs::write(&file, "visible").unwrap();
     let run = bash(&c, &format!("cat {}; echo; sleep 100", file.display()));
     assert_eq!(
-        run.stdout, "visible\n[error: 2s timeout exceeded]",
+        run.stdout,
+        format!("visible\n[error: 2s timeout exceeded]\n{MORE_TIME}"),
         "{run:?}"
     );
 }
