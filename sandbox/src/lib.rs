@@ -106,6 +106,7 @@
 mod bash;
 mod cgroup;
 mod confine;
+mod describe;
 pub mod egress;
 mod helper;
 mod init;

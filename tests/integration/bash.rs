@@ -177,6 +177,98 @@ fn a_call_may_ask_for_a_longer_timeout_up_to_the_maximum() {
     assert!(run.stderr.contains("max_timeout = 0 in [bash]"), "{run:?}");
 }
 
+/// What the model reads about bash (`cordon tools`, MCP's `tools/list`) is built from the
+/// settings in force: the timeout and the most, files, network, limits, programs on `PATH`
+/// (a toolchain's too) and what lasts between calls.
+#[test]
+fn the_description_states_the_settings_in_force() {
+    let description = |c: &Cordon| -> String {
+        let run = c.run(&["tools", "--json"]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let tools: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        let bash = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "bash");
+        bash.unwrap()["description"].as_str().unwrap().to_string()
+    };
+    let plain = description(&Cordon::new().with_args(&["--bash-home", "private"]));
+    for said in [
+        "a command is killed after 30 seconds, with everything it started. For a longer build \
+         or test run, add \"timeout\": SECONDS to the input (at most 600).",
+        "- Network: none. No host can be reached",
+        "- Limits: 4096 MiB of memory for all of a command's processes together",
+        "at most 512 processes and threads at once.",
+        "- Programs: the system's (/usr/bin, /bin) only.",
+        "- What lasts between calls: the workspace and not HOME, which is empty at every call; \
+         /tmp is empty at every call.",
+    ] {
+        assert!(plain.contains(said), "{said:?} not in {plain}");
+    }
+
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path().canonicalize().unwrap();
+    crate::util::script(&h.join(".cargo/bin/cargo"), "cargo 1.95.0-fake");
+    let extra = tempfile::tempdir().unwrap();
+    let extra = extra.path().to_str().unwrap();
+    let c = Cordon::new()
+        .with_args(&[
+            "--toolchains",
+            "--timeout",
+            "45",
+            "--max-timeout",
+            "90",
+            "--allow-domain",
+            "pkg.test:8080",
+            "--add-host",
+            "pkg.test=127.0.0.1",
+            "--bash-memory",
+            "512",
+            "--bash-max-processes",
+            "64",
+            "--bash-write",
+            extra,
+        ])
+        .with_env("HOME", &h)
+        .with_env("CARGO_HOME", h.join(".cargo"))
+        .with_env("RUSTUP_HOME", h.join(".rustup"))
+        .with_env("PYENV_ROOT", h.join(".pyenv"))
+        .with_env("NVM_DIR", h.join(".nvm"))
+        .with_env("GOPATH", h.join("go"))
+        .with_env("XDG_CONFIG_HOME", h.join(".config"));
+    let set = description(&c);
+    for said in [
+        "killed after 45 seconds".to_string(),
+        "(at most 90)".into(),
+        "cordon's proxy, which HTTP_PROXY and HTTPS_PROXY name".into(),
+        ": pkg.test:8080. Any other host is refused. The command's own loopback works".into(),
+        "512 MiB of memory".into(),
+        "at most 64 processes".into(),
+        format!("before them on PATH: {}/.cargo/bin.", h.display()),
+        format!(", {extra}; nothing else of the machine."),
+        "the workspace and HOME (/home/cordon), where tools keep their caches".into(),
+    ] {
+        assert!(set.contains(&said), "{said:?} not in {set}");
+    }
+    let at_most =
+        description(&Cordon::new().with_args(&["--timeout", "60", "--max-timeout", "60"]));
+    assert!(
+        at_most.contains("No command may be given more: split long work into shorter commands."),
+        "{at_most}"
+    );
+
+    // MCP clients read the same text.
+    let answers = c.mcp(&[json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})]);
+    let listed = answers[0]["result"]["tools"].as_array().unwrap();
+    let bash = listed.iter().find(|t| t["name"] == "bash").unwrap();
+    assert_eq!(bash["description"], set);
+    assert_eq!(
+        bash["inputSchema"]["properties"]["timeout"]["minimum"], 1,
+        "{bash}"
+    );
+}
+
 /// Without the kernel confinement, a call's timeout holds the same way.
 #[test]
 fn an_unconfined_command_has_its_own_timeout_too() {

@@ -25,6 +25,10 @@ impl Host for State {
             None => TimeoutBounds { usual: 0, most: 0 },
         }
     }
+
+    async fn describe(&mut self) -> String {
+        (self.grants.shell.as_ref()).map_or_else(String::new, |shell| shell.policy().describe())
+    }
 }
 
 impl State {

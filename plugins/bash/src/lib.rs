@@ -22,24 +22,21 @@ pub struct Bash;
 pub struct Input {
     /// The shell command to run.
     command: String,
-    /// Seconds the command may run before it is killed, for a command that needs longer
-    /// than the usual timeout (a build, a test suite); at most the user's maximum.
+    /// Seconds before the command is killed, for one that needs more than the usual timeout.
     #[schemars(range(min = 1))]
     timeout: Option<u32>,
 }
 
+/// What holds whatever the settings; the host's `shell.describe` follows with what they are.
 const DESCRIPTION: &str = "Run a shell command with `bash -c` and return its output (stdout and \
 stderr merged, in the order written). Every call starts a new shell: nothing (variables, \
 `cd`, background jobs) carries over to the next call. The working directory is the workspace \
 root. There is no stdin: a command that waits for input reads end-of-file at once, so pass \
-input through files, arguments or heredocs, and use non-interactive flags. The command is \
-killed after 30 seconds by default (the host may set another limit), together with \
-everything it started: give a long build or test run more time with `timeout` (seconds, up \
-to the host's maximum), run long jobs in smaller steps, and do not leave servers or watchers \
-running. The command runs in a sandbox: it can read and write the workspace and its own \
-temporary directory ($TMPDIR), read the system directories (/usr, /etc...), and nothing \
-else; there is no network access. A non-zero exit status is reported after the output. \
-Long output is truncated: filter it (grep, head, tail, wc) rather than printing everything.";
+input through files, arguments or heredocs, and use non-interactive flags. At its timeout a \
+command is killed together with everything it started: run long jobs in smaller steps, and do \
+not leave servers or watchers running. A non-zero exit status is reported after the output. \
+Long output keeps its start and its end with a notice between them: filter it (grep, head, \
+tail, wc) rather than printing everything.";
 
 impl Tool for Bash {
     type Input = Input;
@@ -50,7 +47,7 @@ impl Tool for Bash {
             Declaration::new(
                 Self::NAME,
                 Kind::Execute,
-                DESCRIPTION,
+                format!("{DESCRIPTION}\n\n{}", shell::describe()),
                 cordon_kit::input_schema::<Input>(),
             )
             .shown_as("🛠️", Some("command"))
