@@ -102,7 +102,8 @@ pub struct Global {
 
     /// Let bash commands reach this host through cordon's proxy: a name (pypi.org), a wildcard
     /// of subdomains (*.githubusercontent.com, not the name itself) or an address, optionally
-    /// with :PORT (default: 80 and 443); repeatable. Every other connection is refused.
+    /// with :PORT (default: 80 and 443), or a named set of hosts: @pypi, @npm, @crates, @go,
+    /// @github, @rubygems, @maven; repeatable. Every other connection is refused.
     #[arg(long, value_name = "PATTERN", global = true)]
     pub allow_domain: Vec<String>,
 

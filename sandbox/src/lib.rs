@@ -118,6 +118,7 @@ mod receipt;
 mod runner;
 mod seccomp;
 mod server;
+pub mod sets;
 mod shell;
 mod shield;
 mod view;
