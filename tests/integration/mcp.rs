@@ -553,6 +553,52 @@ fn is_error_only_when_the_tool_could_not_do_its_job() {
     assert_eq!(failed(&answers[0]), "[command rejected by the user]");
 }
 
+/// The README's Python quick start, run as it is written (with `cordon` on `PATH`, in a
+/// workspace), prints exactly what the README shows after it.
+#[test]
+fn the_readmes_python_quick_start_prints_what_it_shows() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("read the README");
+    let section = readme
+        .split_once("### Your own agent, with the Python SDK")
+        .expect("the section")
+        .1;
+    let block = |after: &str, fence: &str| -> String {
+        let start = after.find(fence).expect("a code block") + fence.len();
+        let end = after[start..].find("\n```").expect("its end");
+        after[start..start + end + 1].to_string()
+    };
+    let script = block(section, "```python\n");
+    let shown = block(section, "```text\n");
+    let cordon = Cordon::new();
+    cordon.write("client.py", &script);
+    // The SDK passes the server only HOME, PATH and a few more: the compile cache is reached
+    // through a home of the test's.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".cache")).unwrap();
+    std::os::unix::fs::symlink(cache_dir(), home.path().join(".cache/cordon")).unwrap();
+    let bin = crate::util::binary();
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(python())
+        .arg("client.py")
+        .current_dir(cordon.root())
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, shown);
+}
+
 /// The error answer to malformed `tools/call` params quotes a short, marked prefix of them.
 #[test]
 fn malformed_call_params_are_quoted_short() {
