@@ -49,7 +49,7 @@ pub(super) fn setup(policy: &Policy) -> Setup {
         extra_write: bytes(&policy.extra_write),
         network: policy.network.clone(),
         unconfined: policy.unconfined,
-        timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
+        timeout_ms: wire::millis(policy.timeout),
         memory_limit: policy.memory_limit,
         max_processes: policy.max_processes,
         allow_missing: policy.allow_missing.clone(),
@@ -85,7 +85,7 @@ pub(super) fn once(policy: &Policy, command: &str, timeout: Duration, hooks: &Ho
 fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pipes), String> {
     let request = Request {
         setup: Setup {
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            timeout_ms: wire::millis(timeout),
             ..setup(policy)
         },
         command: command.to_string(),
@@ -117,9 +117,9 @@ fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pi
 }
 
 /// Reads a command's output and report (putting the proxy's questions to the asker of
-/// `asking`) and makes its [`Completion`]; the command was given `timeout`. When the host gives up on the command (its
-/// deadline and grace passed, or it was stopped), `give_up` gets the report pipe, if the
-/// helper has not closed it yet, to make the helper kill the command.
+/// `asking`) and makes its [`Completion`]; the command was given `timeout`. When the host
+/// gives up on the command (its deadline and grace passed, or it was stopped), `give_up` gets
+/// the report pipe, if the helper has not closed it yet, to make the helper kill the command.
 pub(super) fn collect(
     policy: &Policy,
     timeout: Duration,
@@ -262,9 +262,9 @@ enum Cut {
 }
 
 /// Reads the output (keeping its first `cap` bytes and about its last `cap`) and the report
-/// until both reach end-of-file: `Err`
-/// with what was read when `deadline` passes or the stop signal comes first. With `asking`,
-/// the proxy's questions in the report are put to the asker and answered.
+/// until both reach end-of-file: `Err` with what was read when `deadline` passes or the stop
+/// signal comes first. With `asking`, the proxy's questions in the report are put to the asker
+/// and answered.
 fn drain(
     pipes: Pipes,
     cap: usize,

@@ -141,7 +141,7 @@ impl Shell {
             id,
             command: command.to_string(),
             ask: answers.is_some(),
-            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            timeout_ms: wire::millis(timeout),
         };
         let mut fds = vec![out_write.as_fd(), report_write.as_fd()];
         if let Some((_, (read, _))) = &answers {

@@ -63,6 +63,11 @@ pub(super) struct Request {
     pub command: String,
 }
 
+/// `duration` in whole milliseconds, as the messages carry a timeout.
+pub(super) fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// What the host sends a confined shell's helper, after the [`Setup`].
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum ToHelper {
