@@ -42,6 +42,11 @@ pub struct Global {
     #[arg(long, value_name = "SECS", default_value_t = cordon::shell::DEFAULT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub timeout: u64,
 
+    /// The most seconds a bash call may ask for with its `timeout` field [default: the config
+    /// file's `[bash] max_timeout`, else 600; never below --timeout].
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    pub max_timeout: Option<u64>,
+
     /// Run bash commands without the kernel confinement (namespaces, Landlock, seccomp,
     /// dropped capabilities) when the kernel cannot enforce it. Timeout, process-tree kill and
     /// output bound still apply.
@@ -97,7 +102,8 @@ pub struct Global {
 
     /// Let bash commands reach this host through cordon's proxy: a name (pypi.org), a wildcard
     /// of subdomains (*.githubusercontent.com, not the name itself) or an address, optionally
-    /// with :PORT (default: 80 and 443); repeatable. Every other connection is refused.
+    /// with :PORT (default: 80 and 443), or a named set of hosts: @pypi, @npm, @crates, @go,
+    /// @github, @rubygems, @maven; repeatable. Every other connection is refused.
     #[arg(long, value_name = "PATTERN", global = true)]
     pub allow_domain: Vec<String>,
 
@@ -170,6 +176,7 @@ impl Global {
             unprotect: self.unprotect.clone(),
             home: self.bash_home.clone(),
             toolchains: self.toolchains,
+            max_timeout: self.max_timeout,
         };
         options.network = cordon::config::NetworkSettings {
             allow: self.allow_domain.clone(),

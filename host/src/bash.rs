@@ -4,6 +4,7 @@
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::config::{self, BashSettings as Settings};
 use crate::shell::{Policy, RESERVED};
@@ -58,6 +59,8 @@ pub enum SettingsError {
          nor HOME is set); pass --bash-home private or a directory"
     )]
     NoDataDir,
+    #[error("max_timeout = 0 in [bash]: commands may not be given no time; use 1 or more seconds")]
+    MaxTimeout,
 }
 
 /// What of the user's home stays hidden from bash commands whatever the grants (an extra
@@ -258,6 +261,11 @@ pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>,
         env.push((name, value));
     }
     policy.env = env;
+    match settings.max_timeout {
+        Some(0) => return Err(SettingsError::MaxTimeout),
+        Some(secs) => policy.max_timeout = Duration::from_secs(secs),
+        None => {}
+    }
     match settings.home.as_deref() {
         Some(home) => set_home(policy, &Home::parse(home))?,
         // The default: a home that cannot be made (no writable data directory) must not stop

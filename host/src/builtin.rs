@@ -50,11 +50,13 @@ pub fn specs(options: &Options) -> Vec<Spec> {
 }
 
 /// Built-ins are trusted code, but still bounded: a pathological input must not hang or
-/// exhaust the host. `bash` waits in the host for its command, so its deadline is the
-/// command's plus a margin for killing it.
+/// exhaust the host. `bash` waits in the host for its command, so its deadline is the longest
+/// a command may be given plus a margin for killing it.
 fn limits(name: &str, options: &Options) -> Limits {
     let timeout = match name {
-        "bash" => options.shell.timeout + Duration::from_secs(10),
+        "bash" => {
+            Duration::from_secs(options.shell.max_timeout_secs().into()) + Duration::from_secs(10)
+        }
         _ => Duration::from_secs(60),
     };
     Limits {

@@ -77,11 +77,13 @@ pub struct BashSettings {
     /// Grant the user's toolchains that are found (`--toolchains`, [`crate::toolchains`]).
     #[serde(default)]
     pub toolchains: bool,
+    /// The most seconds a command may ask for (`--max-timeout`).
+    pub max_timeout: Option<u64>,
 }
 
 impl BashSettings {
     /// These settings after `more` (the command line's after the config file's): lists
-    /// joined, `more`'s home chosen when it has one.
+    /// joined, `more`'s home and most timeout chosen when it has them.
     pub fn then(&self, more: &BashSettings) -> BashSettings {
         let join = |a: &[PathBuf], b: &[PathBuf]| [a, b].concat();
         BashSettings {
@@ -92,6 +94,7 @@ impl BashSettings {
             unprotect: join(&self.unprotect, &more.unprotect),
             home: more.home.clone().or_else(|| self.home.clone()),
             toolchains: self.toolchains || more.toolchains,
+            max_timeout: more.max_timeout.or(self.max_timeout),
         }
     }
 }

@@ -3,7 +3,7 @@
 //! (the whole network) wins over an allowlist; neither: nothing.
 
 use crate::config::{Config, NetworkSettings};
-use crate::shell::{Allowlist, Network, Pattern, egress};
+use crate::shell::{Allowlist, Network, Pattern, egress, sets};
 
 /// Why the network settings cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -12,6 +12,12 @@ pub enum NetworkError {
     Pattern(egress::PatternError),
     #[error("{0}. Fix it in --add-host or the [network] table of cordon's config")]
     Host(egress::PatternError),
+    #[error(
+        "{0:?} is not a set of hosts; the sets are {sets}. Fix it in --allow-domain or the \
+         [network] table of cordon's config",
+        sets = sets::names()
+    )]
+    Set(String),
     #[error(
         "an allowlist of hosts (--allow-domain, [network] allow) cannot be enforced with \
          --unconfined-bash, whose commands have the host's whole network; drop one of the two"
@@ -36,11 +42,19 @@ pub fn settle(options: &mut crate::Options, config: &Config) -> Result<(), Netwo
 }
 
 fn allowlist(settings: &NetworkSettings) -> Result<Allowlist, NetworkError> {
-    let patterns = settings
-        .allow
-        .iter()
-        .map(|p| p.parse::<Pattern>().map_err(NetworkError::Pattern))
-        .collect::<Result<_, _>>()?;
+    let mut patterns = Vec::new();
+    for allow in &settings.allow {
+        // A set (`@pypi`) stands for its hosts.
+        let hosts = match allow.strip_prefix('@') {
+            Some(set) => {
+                (sets::hosts(set).ok_or_else(|| NetworkError::Set(allow.clone())))?.to_vec()
+            }
+            None => vec![allow.as_str()],
+        };
+        for host in hosts {
+            patterns.push(host.parse::<Pattern>().map_err(NetworkError::Pattern)?);
+        }
+    }
     let hosts = settings
         .hosts
         .iter()
@@ -90,6 +104,32 @@ mod tests {
             )
             .unwrap(),
             Network::Open
+        );
+    }
+
+    #[test]
+    fn a_set_stands_for_its_hosts() {
+        let cli = NetworkSettings {
+            allow: vec!["@crates".into(), "example.org".into()],
+            hosts: Vec::new(),
+        };
+        let Network::Allow(list) = settled("[network]\nallow = [\"@pypi\"]", cli, false).unwrap()
+        else {
+            panic!("no allowlist");
+        };
+        assert_eq!(
+            list.describe(),
+            "pypi.org, files.pythonhosted.org, crates.io, index.crates.io, static.crates.io, \
+             example.org"
+        );
+        let cli = NetworkSettings {
+            allow: vec!["@pip".into()],
+            hosts: Vec::new(),
+        };
+        let error = settled("", cli, false).unwrap_err().to_string();
+        assert!(
+            error.starts_with("\"@pip\" is not a set of hosts; the sets are @pypi, @npm, "),
+            "{error}"
         );
     }
 

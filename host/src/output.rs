@@ -3,6 +3,8 @@
 //! Every output is cut to `max_output` characters (never inside a UTF-8 sequence) and says how
 //! much was cut, so the model knows to ask for less. A trailing status line (`[exit code: …]`,
 //! `[error: 30s timeout exceeded]`) is kept after the cut: it is the part the model needs most.
+//! A command's output keeps its start and its end instead ([`ends`]): the error that stopped a
+//! build or a test run is at the end.
 //! Error messages about bad input quote no more than a short prefix of it ([`quote`]).
 
 /// `text` with the value of each environment variable of `secrets` replaced by
@@ -53,9 +55,108 @@ fn notice(cut_chars: usize, omitted_bytes: u64) -> Option<String> {
         (0, bytes) => format!("{bytes} more bytes omitted"),
         (chars, bytes) => format!("{chars} more characters and then {bytes} more bytes omitted"),
     };
-    Some(format!(
-        "[output truncated: {what}. Ask for a smaller part, e.g. a line range or a filtered command]"
-    ))
+    Some(format!("[output truncated: {what}. {ASK_LESS}]"))
+}
+
+/// What every truncation notice ends with.
+const ASK_LESS: &str = "Ask for a smaller part, e.g. a line range or a filtered command";
+
+/// The fewest characters of a command's output kept on each side of the notice: below that,
+/// the output is cut at its start only, as any other.
+const MIN_END: usize = 64;
+
+/// A command's output as the model sees it, of at most `max_chars` characters when it can be:
+/// `head`, `omitted_bytes` that were never kept, then `tail`. When it is longer, its start and
+/// its end are kept, each cut at a line break where one is near, with a notice between them
+/// saying how much was left out. Returns the text and the bytes still to report as omitted
+/// (when `max_chars` is too small for both ends, only the start is kept, for [`finish`] to
+/// cut).
+pub fn ends(head: &str, tail: &str, omitted_bytes: u64, max_chars: usize) -> (String, u64) {
+    let joined;
+    let (head, tail) = match omitted_bytes {
+        0 if tail.is_empty() => (head, tail),
+        0 => {
+            joined = format!("{head}{tail}");
+            (joined.as_str(), "")
+        }
+        _ => (head, tail),
+    };
+    let (head_chars, tail_chars) = (head.chars().count(), tail.chars().count());
+    if omitted_bytes == 0 && head_chars + tail_chars <= max_chars {
+        return (head.to_string(), 0);
+    }
+    // The notice's length with the largest count it could show.
+    let longest = between(head_chars + tail_chars, omitted_bytes)
+        .chars()
+        .count()
+        + 2;
+    let room = max_chars.saturating_sub(longest);
+    if room < 2 * MIN_END {
+        return (head.to_string(), omitted_bytes + tail.len() as u64);
+    }
+    // Without a gap, the text is split where its middle is; each side then gives up its end.
+    let (head, tail) = match tail.is_empty() {
+        true => head.split_at(
+            head.char_indices()
+                .nth(head_chars / 2)
+                .map_or(0, |(i, _)| i),
+        ),
+        false => (head, tail),
+    };
+    // The end gets up to half the room, the start what the end leaves.
+    let end = suffix(tail, room - room / 2);
+    let start = prefix(head, room - end.chars().count());
+    let cut =
+        head.chars().count() + tail.chars().count() - start.chars().count() - end.chars().count();
+    let mut text = String::with_capacity(start.len() + end.len() + longest);
+    text.push_str(start);
+    separate(&mut text);
+    text.push_str(&between(cut, omitted_bytes));
+    text.push('\n');
+    text.push_str(end);
+    (text, 0)
+}
+
+/// The notice between the two ends of a command's output.
+fn between(cut_chars: usize, omitted_bytes: u64) -> String {
+    let what = match omitted_bytes {
+        0 => format!("{cut_chars} characters"),
+        bytes => format!("{cut_chars} characters and {bytes} bytes"),
+    };
+    format!(
+        "[output truncated: {what} omitted here, between the start and the end of the output. \
+         {ASK_LESS}]"
+    )
+}
+
+/// The first `chars` characters of `text`, up to the last line break among them when it is in
+/// their second half.
+fn prefix(text: &str, chars: usize) -> &str {
+    let end = text
+        .char_indices()
+        .nth(chars)
+        .map_or(text.len(), |(i, _)| i);
+    let kept = &text[..end];
+    match kept.rfind('\n') {
+        Some(at) if end < text.len() && at + 1 >= end / 2 => &kept[..=at],
+        _ => kept,
+    }
+}
+
+/// The last `chars` characters of `text`, from the first line start among them when it is in
+/// their first half.
+fn suffix(text: &str, chars: usize) -> &str {
+    let total = text.chars().count();
+    let start = text
+        .char_indices()
+        .nth(total.saturating_sub(chars))
+        .map_or(text.len(), |(i, _)| i);
+    let kept = &text[start..];
+    let after_break = start > 0 && text.as_bytes()[start - 1] == b'\n';
+    match kept.find('\n') {
+        Some(at) if !after_break && at < kept.len() / 2 => &kept[at + 1..],
+        _ => kept,
+    }
 }
 
 /// How many characters of bad input an error message quotes.
@@ -156,6 +257,57 @@ mod tests {
                 total - QUOTED_CHARS
             )
         );
+    }
+
+    #[test]
+    fn a_command_keeps_its_start_and_its_end() {
+        let lines: String = (1..=2000).map(|i| format!("{i}\n")).collect();
+        let (text, omitted) = ends(&lines, "error: it broke\n", 0, 1000);
+        assert_eq!(omitted, 0);
+        assert!(text.chars().count() <= 1000, "{}", text.len());
+        assert!(text.starts_with("1\n2\n"), "{text}");
+        assert!(text.ends_with("1999\n2000\nerror: it broke\n"), "{text}");
+        let (start, rest) = text.split_once("[output truncated: ").unwrap();
+        let (notice, end) = rest.split_once('\n').unwrap();
+        // Both ends are whole lines, and the count is what is missing.
+        assert!(start.ends_with('\n') && end.starts_with(|c: char| c.is_ascii_digit()));
+        let total = lines.len() + "error: it broke\n".len();
+        let cut = total - start.len() - end.len();
+        assert_eq!(
+            notice,
+            format!(
+                "{cut} characters omitted here, between the start and the end of the output. \
+                 {ASK_LESS}]"
+            )
+        );
+    }
+
+    #[test]
+    fn bytes_never_kept_are_counted_between_the_ends() {
+        let head = "h".repeat(5000);
+        let (text, omitted) = ends(&head, "the end\n", 123, 1000);
+        assert_eq!(omitted, 0);
+        let (start, notice) = text.split_once('\n').unwrap();
+        assert!(
+            start.len() > 800 && start.bytes().all(|b| b == b'h'),
+            "{text}"
+        );
+        let cut = 5000 - start.len();
+        assert_eq!(
+            notice,
+            format!(
+                "[output truncated: {cut} characters and 123 bytes omitted here, between the \
+                 start and the end of the output. {ASK_LESS}]\nthe end\n"
+            )
+        );
+        assert!(text.chars().count() <= 1000);
+    }
+
+    #[test]
+    fn short_output_is_whole_and_a_tiny_limit_keeps_the_start() {
+        assert_eq!(ends("ab", "", 0, 10), ("ab".to_string(), 0));
+        assert_eq!(ends("ab", "cd", 0, 10), ("abcd".to_string(), 0));
+        assert_eq!(ends("abc", "de", 7, 10), ("abc".to_string(), 9));
     }
 
     #[test]

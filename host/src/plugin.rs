@@ -274,6 +274,7 @@ impl Core {
             .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
         store.data_mut().watch = watch;
         store.data_mut().stop = stop;
+        store.data_mut().max_output = usize::try_from(context.max_output).unwrap_or(usize::MAX);
         // The epoch deadline stops a guest spinning in wasm; the timer also stops a call
         // waiting in the host (a shell command), one tick later, dropping what it waits on.
         let call = instance

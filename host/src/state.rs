@@ -43,6 +43,9 @@ pub(crate) struct State {
     pub(crate) watch: crate::watch::Watch,
     /// Given when the call is given up: its shell commands' trees are killed.
     pub(crate) stop: Option<crate::shell::Stop>,
+    /// The characters of output the model will see of the call (its context's `max-output`):
+    /// a shell command's output is cut to its two ends within it.
+    pub(crate) max_output: usize,
     http: WasiHttpCtx,
     hooks: HttpHooks,
 }
@@ -103,6 +106,7 @@ impl State {
             protected: Vec::new(),
             watch: Default::default(),
             stop: None,
+            max_output: usize::MAX,
             http: WasiHttpCtx::new(),
             hooks,
         })

@@ -211,9 +211,16 @@ impl Allowlist {
     pub fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
         let target = format!("{}:{port}", bracketed(host));
         let Some(asked) = Asked::parse(host).filter(|asked| self.listed(asked, port)) else {
+            let set = match Asked::parse(host) {
+                Some(Asked::Name(name)) if DEFAULT_PORTS.contains(&port) => super::sets::of(&name),
+                _ => None,
+            };
+            let or_set = set.map_or(String::new(), |set| {
+                format!(", or the hosts of its set with --allow-domain @{set}")
+            });
             return Err(Refusal::Unlisted(Blocked {
                 line: format!(
-                    "[network: blocked {target}; allow it with --allow-domain {}]",
+                    "[network: blocked {target}; allow it with --allow-domain {}{or_set}]",
                     suggestion(host, port)
                 ),
                 target,
@@ -416,6 +423,11 @@ mod tests {
         assert_eq!(
             blocked(allow.decide("evil.com", 443)),
             "[network: blocked evil.com:443; allow it with --allow-domain evil.com]"
+        );
+        assert_eq!(
+            blocked(allow.decide("files.pythonhosted.org", 443)),
+            "[network: blocked files.pythonhosted.org:443; allow it with --allow-domain \
+             files.pythonhosted.org, or the hosts of its set with --allow-domain @pypi]"
         );
         assert_eq!(
             blocked(allow.decide("pypi.org", 8080)),

@@ -32,8 +32,9 @@
 //! (parent-death signal, and pid 1 of the namespaces), so a killed helper, or a killed host
 //! whose socket to the helper closes, leaves nothing behind.
 //!
-//! The host drains the output pipe continuously and keeps at most [`Policy::output_cap`] bytes
-//! (the rest is counted in [`Completion::omitted_bytes`]). If the helper has not reported
+//! The host drains the output pipe continuously and keeps its first [`Policy::output_cap`]
+//! bytes and its last as many (what lies between is counted in [`Completion::omitted_bytes`]):
+//! the end of a long output is where the error that stopped it is. If the helper has not reported
 //! within [`BACKSTOP_GRACE`] after the timeout, the host gives the command up and tells the
 //! helper to kill it.
 //!
@@ -107,6 +108,7 @@
 mod bash;
 mod cgroup;
 mod confine;
+mod describe;
 pub mod egress;
 mod helper;
 mod index;
@@ -120,6 +122,7 @@ mod receipt;
 mod runner;
 mod seccomp;
 mod server;
+pub mod sets;
 mod shell;
 mod shield;
 mod view;
@@ -142,6 +145,8 @@ pub const SANDBOX_ARG: &str = "__sandbox";
 
 /// The default timeout of a command.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default of the longest timeout a command may ask for ([`Policy::max_timeout`]).
+pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// The default number of output bytes kept ([`Policy::output_cap`]).
 pub const DEFAULT_OUTPUT_CAP: usize = 1 << 20;
 /// The default memory limit of a command's whole process tree ([`Policy::memory_limit`]).
@@ -190,6 +195,8 @@ pub struct Policy {
     pub workspace: PathBuf,
     /// How long a command may run before its whole process tree is killed.
     pub timeout: Duration,
+    /// The longest timeout a command may be given instead ([`Shell::run_for`]).
+    pub max_timeout: Duration,
     /// Run without the kernel confinement (`--unconfined-bash`).
     pub unconfined: bool,
     /// More directories (or files) commands may read and execute from.
@@ -199,7 +206,8 @@ pub struct Policy {
     /// What commands may reach on the network: nothing (the default), the hosts of an
     /// allowlist through cordon's proxy, or everything.
     pub network: Network,
-    /// The number of output bytes kept; the rest is drained and counted, not kept.
+    /// The number of output bytes kept from its start, and as many from its end; the rest is
+    /// drained and counted, not kept.
     pub output_cap: usize,
     /// The memory limit of a command's whole process tree, in bytes (a memory cgroup; where
     /// none can be created, the address-space limit of each process instead); none:
@@ -239,6 +247,7 @@ impl Policy {
         Policy {
             workspace,
             timeout: DEFAULT_TIMEOUT,
+            max_timeout: DEFAULT_MAX_TIMEOUT,
             unconfined: false,
             extra_read: Vec::new(),
             extra_write: Vec::new(),
@@ -260,6 +269,12 @@ impl Policy {
     /// The timeout in whole seconds, as reported in [`Status::TimedOut`] (rounded up).
     pub fn timeout_secs(&self) -> u32 {
         whole_secs(self.timeout)
+    }
+
+    /// The longest timeout a command may be given, in whole seconds (never below the
+    /// timeout).
+    pub fn max_timeout_secs(&self) -> u32 {
+        whole_secs(self.max_timeout.max(self.timeout))
     }
 }
 
@@ -385,9 +400,14 @@ impl Progress {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Completion {
     /// stdout and stderr merged in the order written, decoded as UTF-8 (invalid sequences
-    /// replaced), at most [`Policy::output_cap`] bytes of it.
+    /// replaced): all of it, or, when it was longer than twice [`Policy::output_cap`] bytes,
+    /// its first `output_cap` bytes ([`Completion::tail`] holds the end).
     pub output: String,
-    /// How many bytes of output were dropped beyond the cap (0 when none).
+    /// The end of the output (at most [`Policy::output_cap`] bytes), after a gap of
+    /// [`Completion::omitted_bytes`]; empty when nothing was left out.
+    pub tail: String,
+    /// How many bytes of output were dropped between [`Completion::output`] and
+    /// [`Completion::tail`] (0 when none).
     pub omitted_bytes: u64,
     /// How the command ended.
     pub status: Status,
@@ -403,6 +423,7 @@ impl Completion {
     fn refused(why: impl Into<String>) -> Self {
         Completion {
             output: String::new(),
+            tail: String::new(),
             omitted_bytes: 0,
             status: Status::Refused(why.into()),
             layers: Vec::new(),

@@ -20,6 +20,9 @@ use super::{Asker, Completion, Hooks, Policy, Progress, Status, Stop, helper};
 /// then; this only covers a writer that escaped it).
 const AFTER_REPORT: Duration = Duration::from_millis(200);
 
+/// How many times the cap the tail may grow to before its front is dropped.
+const TAIL_SLACK: usize = 2;
+
 /// The most bytes of helper diagnostics kept.
 const REPORT_CAP: usize = 64 << 10;
 
@@ -46,7 +49,7 @@ pub(super) fn setup(policy: &Policy) -> Setup {
         extra_write: bytes(&policy.extra_write),
         network: policy.network.clone(),
         unconfined: policy.unconfined,
-        timeout_ms: u64::try_from(policy.timeout.as_millis()).unwrap_or(u64::MAX),
+        timeout_ms: wire::millis(policy.timeout),
         memory_limit: policy.memory_limit,
         max_processes: policy.max_processes,
         allow_missing: policy.allow_missing.clone(),
@@ -60,8 +63,8 @@ pub(super) fn setup(policy: &Policy) -> Setup {
 }
 
 /// Runs an unconfined command in a helper of its own (see [`super::helper`]).
-pub(super) fn once(policy: &Policy, command: &str, hooks: &Hooks) -> Completion {
-    match spawn(policy, command) {
+pub(super) fn once(policy: &Policy, command: &str, timeout: Duration, hooks: &Hooks) -> Completion {
+    match spawn(policy, command, timeout) {
         Ok((mut helper, pipes)) => {
             let pipes = Pipes {
                 stop: hooks.stop.clone(),
@@ -70,7 +73,7 @@ pub(super) fn once(policy: &Policy, command: &str, hooks: &Hooks) -> Completion 
             };
             // Given up, the report pipe closes: the helper takes that for the host gone, kills
             // the command and exits.
-            let done = collect(policy, pipes, None, drop);
+            let done = collect(policy, timeout, pipes, None, drop);
             end(&mut helper);
             done
         }
@@ -79,9 +82,12 @@ pub(super) fn once(policy: &Policy, command: &str, hooks: &Hooks) -> Completion 
 }
 
 /// Starts the helper of one unconfined command: the helper and the host's ends of its pipes.
-fn spawn(policy: &Policy, command: &str) -> Result<(Child, Pipes), String> {
+fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pipes), String> {
     let request = Request {
-        setup: setup(policy),
+        setup: Setup {
+            timeout_ms: wire::millis(timeout),
+            ..setup(policy)
+        },
         command: command.to_string(),
     };
     workspace(policy)?;
@@ -111,20 +117,23 @@ fn spawn(policy: &Policy, command: &str) -> Result<(Child, Pipes), String> {
 }
 
 /// Reads a command's output and report (putting the proxy's questions to the asker of
-/// `asking`) and makes its [`Completion`]. When the host gives up on the command (its
-/// deadline and grace passed, or it was stopped), `give_up` gets the report pipe, if the
-/// helper has not closed it yet, to make the helper kill the command.
+/// `asking`) and makes its [`Completion`]; the command was given `timeout`. When the host
+/// gives up on the command (its deadline and grace passed, or it was stopped), `give_up` gets
+/// the report pipe, if the helper has not closed it yet, to make the helper kill the command.
 pub(super) fn collect(
     policy: &Policy,
+    timeout: Duration,
     pipes: Pipes,
     asking: Option<(Asker, File)>,
     give_up: impl FnOnce(Option<File>),
 ) -> Completion {
-    let deadline = Instant::now() + policy.timeout + super::BACKSTOP_GRACE;
-    let drained = drain(pipes, policy.output_cap, deadline, asking);
+    let deadline = Instant::now() + timeout + super::BACKSTOP_GRACE;
+    let cap = policy.output_cap;
+    let drained = drain(pipes, cap, deadline, asking);
     let cut = drained.as_ref().err().map(|(_, cut)| *cut);
     let Drained {
         mut kept,
+        mut tail,
         mut omitted,
         report,
         rest,
@@ -132,13 +141,27 @@ pub(super) fn collect(
     if cut.is_some() {
         give_up(rest);
     }
-    omitted += trim_partial_char(&mut kept, omitted > 0);
-    let mut output = String::from_utf8_lossy(&kept).into_owned();
+    omitted += keep_last(&mut tail, cap);
+    let gap = omitted > 0;
+    if !gap {
+        kept.append(&mut tail);
+    }
+    omitted += trim_partial_char(&mut kept, gap);
+    omitted += trim_partial_lead(&mut tail, gap);
+    // What is added below (hints, refused connections) goes at the very end: after the gap,
+    // when there is one.
+    let (head, mut output) = match gap {
+        true => (
+            Some(String::from_utf8_lossy(&kept).into_owned()),
+            String::from_utf8_lossy(&tail).into_owned(),
+        ),
+        false => (None, String::from_utf8_lossy(&kept).into_owned()),
+    };
     let text = String::from_utf8_lossy(&report);
     let (report, diagnostics) = wire::parse_report(&text);
     let (status, layers, blocked) = match report {
         _ if cut == Some(Cut::Deadline) => (
-            Status::TimedOut(policy.timeout_secs()),
+            Status::TimedOut(super::whole_secs(timeout)),
             Vec::new(),
             Vec::new(),
         ),
@@ -189,8 +212,13 @@ pub(super) fn collect(
             Vec::new(),
         ),
     };
+    let (output, tail) = match head {
+        Some(head) => (head, output),
+        None => (output, String::new()),
+    };
     Completion {
         output,
+        tail,
         omitted_bytes: omitted,
         status,
         layers,
@@ -215,7 +243,12 @@ fn request_file(request: &Request) -> io::Result<File> {
 
 /// What was read from the helper.
 struct Drained {
+    /// The output's first bytes, up to the cap.
     kept: Vec<u8>,
+    /// What came after them, of which the last cap bytes are kept (a few times that, while
+    /// reading, so that dropping the front is rare).
+    tail: Vec<u8>,
+    /// The bytes read but kept in neither.
     omitted: u64,
     report: Vec<u8>,
     /// The report pipe, when the command was given up before the helper closed it.
@@ -238,9 +271,10 @@ enum Cut {
     Stopped,
 }
 
-/// Reads the output (keeping `cap` bytes) and the report until both reach end-of-file: `Err`
-/// with what was read when `deadline` passes or the stop signal comes first. With `asking`,
-/// the proxy's questions in the report are put to the asker and answered.
+/// Reads the output (keeping its first `cap` bytes and about its last `cap`) and the report
+/// until both reach end-of-file: `Err` with what was read when `deadline` passes or the stop
+/// signal comes first. With `asking`, the proxy's questions in the report are put to the asker
+/// and answered.
 fn drain(
     pipes: Pipes,
     cap: usize,
@@ -257,6 +291,7 @@ fn drain(
     let mut scanned = 0;
     let mut drained = Drained {
         kept: Vec::with_capacity(cap.min(64 << 10)),
+        tail: Vec::new(),
         omitted: 0,
         report: Vec::new(),
         rest: None,
@@ -317,7 +352,10 @@ fn drain(
                     let room = cap.saturating_sub(drained.kept.len());
                     let keep = n.min(room);
                     drained.kept.extend_from_slice(&buf[..keep]);
-                    drained.omitted += (n - keep) as u64;
+                    drained.tail.extend_from_slice(&buf[keep..n]);
+                    if drained.tail.len() > TAIL_SLACK * cap.max(1) {
+                        drained.omitted += keep_last(&mut drained.tail, cap);
+                    }
                 }
             }
         }
@@ -398,6 +436,29 @@ fn end(helper: &mut Child) {
     let _ = helper.wait();
 }
 
+/// Drops the front of `tail` so that it holds at most its last `cap` bytes; returns the bytes
+/// dropped.
+fn keep_last(tail: &mut Vec<u8>, cap: usize) -> u64 {
+    let over = tail.len().saturating_sub(cap);
+    tail.drain(..over);
+    over as u64
+}
+
+/// When the tail starts after a gap, drops the continuation bytes of a UTF-8 sequence whose
+/// start the gap took; returns the bytes dropped.
+fn trim_partial_lead(tail: &mut Vec<u8>, cut: bool) -> u64 {
+    if !cut {
+        return 0;
+    }
+    let lead = tail
+        .iter()
+        .take(3)
+        .take_while(|&&b| b & 0xC0 == 0x80)
+        .count();
+    tail.drain(..lead);
+    lead as u64
+}
+
 /// When output was cut at the cap, drops a UTF-8 sequence the cut left incomplete (so the cut
 /// does not show as a replacement character); returns the bytes dropped.
 fn trim_partial_char(bytes: &mut Vec<u8>, cut: bool) -> u64 {
@@ -429,6 +490,21 @@ fn trim_partial_char(bytes: &mut Vec<u8>, cut: bool) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes_from_a_character_start() {
+        let mut tail = b"abcdef".to_vec();
+        assert_eq!(keep_last(&mut tail, 4), 2);
+        assert_eq!(tail, b"cdef");
+        assert_eq!(keep_last(&mut tail, 10), 0);
+        let mut cut = "éa".as_bytes()[1..].to_vec();
+        assert_eq!(trim_partial_lead(&mut cut, true), 1);
+        assert_eq!(cut, b"a");
+        let mut whole = "éa".as_bytes().to_vec();
+        assert_eq!(trim_partial_lead(&mut whole, true), 0);
+        let mut uncut = "éa".as_bytes()[1..].to_vec();
+        assert_eq!(trim_partial_lead(&mut uncut, false), 0);
+    }
 
     #[test]
     fn a_cut_character_is_dropped() {

@@ -337,8 +337,16 @@ impl Server {
             }
             if fds[0].revents != 0 {
                 match wire::recv::<ToHelper>(host.as_fd()) {
-                    Ok(Some((ToHelper::Run { id, command, ask }, fds))) => {
-                        self.fork(id, command, fds, ask);
+                    Ok(Some((
+                        ToHelper::Run {
+                            id,
+                            command,
+                            ask,
+                            timeout_ms,
+                        },
+                        fds,
+                    ))) => {
+                        self.fork(id, command, timeout_ms, fds, ask);
                     }
                     Ok(Some((ToHelper::Stop { id }, _))) => self.kill(id),
                     // The host is gone: so is everything it started.
@@ -349,8 +357,9 @@ impl Server {
         self.end("the host went away");
     }
 
-    /// Asks the zygote to start the command of call `id`; `fds` are what the host attached.
-    fn fork(&mut self, id: u64, command: String, fds: Vec<OwnedFd>, ask: bool) {
+    /// Asks the zygote to start the command of call `id`, to be killed after `timeout_ms`;
+    /// `fds` are what the host attached.
+    fn fork(&mut self, id: u64, command: String, timeout_ms: u64, fds: Vec<OwnedFd>, ask: bool) {
         let mut fds = fds.into_iter();
         let (Some(out), Some(report)) = (fds.next(), fds.next()) else {
             return;
@@ -395,7 +404,14 @@ impl Server {
         let status = self.hand_over(&go, &attached, generation);
         let then_enter = then.is_some();
         let (message, mut attached) = match status {
-            Some(_) => (ToZygote::Took { id, then_enter }, Vec::new()),
+            Some(_) => (
+                ToZygote::Took {
+                    id,
+                    then_enter,
+                    timeout_ms,
+                },
+                Vec::new(),
+            ),
             None => {
                 let fork = ToZygote::Fork {
                     id,
@@ -406,6 +422,7 @@ impl Server {
                     address_space,
                     proxy: handover.is_some(),
                     then_enter,
+                    timeout_ms,
                 };
                 (fork, attached)
             }

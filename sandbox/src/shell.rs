@@ -19,6 +19,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use super::process::{pipe, socket_pair};
 use super::runner::{self, Pipes};
@@ -94,11 +95,25 @@ impl Shell {
     /// Blocking: call it from a thread that may block (e.g. `spawn_blocking`). Commands may
     /// run at once from several threads.
     pub fn run(&self, command: &str, hooks: &Hooks) -> Completion {
-        if self.policy.unconfined {
-            return runner::once(&self.policy, command, hooks);
+        self.run_for(command, self.policy.timeout, hooks)
+    }
+
+    /// [`Shell::run`] with a timeout of its own instead of the policy's: refused when it is
+    /// longer than [`Policy::max_timeout_secs`] allows.
+    pub fn run_for(&self, command: &str, timeout: Duration, hooks: &Hooks) -> Completion {
+        let most = self.policy.max_timeout_secs();
+        if timeout > Duration::from_secs(most.into()) || timeout.is_zero() {
+            return Completion::refused(format!(
+                "a timeout of {} s was asked for; a command may be given 1 to {most} s (the \
+                 user's --max-timeout): ask for {most} or less, or split the work",
+                timeout.as_secs_f64()
+            ));
         }
-        match self.send(command, hooks) {
-            Ok(sent) => runner::collect(&self.policy, sent.pipes, sent.asking, |report| {
+        if self.policy.unconfined {
+            return runner::once(&self.policy, command, timeout, hooks);
+        }
+        match self.send(command, timeout, hooks) {
+            Ok(sent) => runner::collect(&self.policy, timeout, sent.pipes, sent.asking, |report| {
                 self.stop(sent.id);
                 if let Some(report) = report {
                     runner::linger(report);
@@ -109,7 +124,7 @@ impl Shell {
     }
 
     /// Sends `command` to the helper (started, or started again, as needed).
-    fn send(&self, command: &str, hooks: &Hooks) -> Result<Sent, String> {
+    fn send(&self, command: &str, timeout: Duration, hooks: &Hooks) -> Result<Sent, String> {
         let piping = |e: io::Error| format!("cannot create a pipe: {e}");
         let (out_read, out_write) = pipe().map_err(piping)?;
         let (report_read, report_write) = pipe().map_err(piping)?;
@@ -126,6 +141,7 @@ impl Shell {
             id,
             command: command.to_string(),
             ask: answers.is_some(),
+            timeout_ms: wire::millis(timeout),
         };
         let mut fds = vec![out_write.as_fd(), report_write.as_fd()];
         if let Some((_, (read, _))) = &answers {

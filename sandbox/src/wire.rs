@@ -63,12 +63,23 @@ pub(super) struct Request {
     pub command: String,
 }
 
+/// `duration` in whole milliseconds, as the messages carry a timeout.
+pub(super) fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 /// What the host sends a confined shell's helper, after the [`Setup`].
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum ToHelper {
     /// Run `command`. Attached: the output pipe's write end, the report pipe's write end and,
     /// when `ask`, the read end of the pipe of the host's answers to the proxy's questions.
-    Run { id: u64, command: String, ask: bool },
+    /// The command is killed after `timeout_ms`.
+    Run {
+        id: u64,
+        command: String,
+        ask: bool,
+        timeout_ms: u64,
+    },
     /// Kill the command of call `id` at once (cancelled, or its host gave up on it).
     Stop { id: u64 },
 }
@@ -96,11 +107,17 @@ pub(super) enum ToZygote {
         address_space: Option<u64>,
         proxy: bool,
         then_enter: bool,
+        /// When to kill the command, from its start.
+        timeout_ms: u64,
     },
     /// Call `id` was handed to the ready init the zygote offered ([`FromZygote::Offer`]) by
     /// the helper itself: follow it as a started call. Attached, when `then_enter`: as with
     /// [`ToZygote::Fork`].
-    Took { id: u64, then_enter: bool },
+    Took {
+        id: u64,
+        then_enter: bool,
+        timeout_ms: u64,
+    },
     /// Kill call `id` now.
     Kill { id: u64 },
 }
@@ -345,6 +362,7 @@ mod tests {
             id: 7,
             command: long.clone(),
             ask: true,
+            timeout_ms: 120_000,
         };
         let sender = std::thread::spawn(move || {
             send(a.as_fd(), &run, &[write.as_fd()]).unwrap();
@@ -353,7 +371,8 @@ mod tests {
         });
         let (first, fds) = recv::<ToHelper>(b.as_fd()).unwrap().unwrap();
         assert!(
-            matches!(first, ToHelper::Run { id: 7, ref command, ask: true } if *command == long)
+            matches!(first, ToHelper::Run { id: 7, ref command, ask: true, timeout_ms: 120_000 }
+                if *command == long)
         );
         assert_eq!(fds.len(), 1);
         // The descriptor received is the pipe's write end.

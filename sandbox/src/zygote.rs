@@ -53,7 +53,20 @@ struct Running {
     /// the others.
     status: Option<File>,
     deadline: Instant,
+    /// The command's timeout, from which `deadline` was set.
+    timeout_ms: u64,
     timed_out: bool,
+}
+
+impl Running {
+    /// The call, its deadline `timeout_ms` from now.
+    fn lasting(self, timeout_ms: u64) -> Running {
+        Running {
+            deadline: Instant::now() + Duration::from_millis(timeout_ms),
+            timeout_ms,
+            ..self
+        }
+    }
 }
 
 /// Runs the zygote: sets up once the helper writes to `go` (the id maps are in place), then
@@ -254,9 +267,8 @@ impl Server<'_> {
     /// mounted on in a namespace costs an RCU grace period (about 0.2 ms each), where taking
     /// the namespace down costs one.
     fn follow(&mut self, id: u64) -> bool {
-        let timeout_ms = self.zygote.setup.timeout_ms;
         let mut call = self.running.remove(&id).expect("a running call");
-        let status = heard(&mut call, timeout_ms).unwrap_or_else(|| reap(&call, timeout_ms));
+        let status = heard(&mut call).unwrap_or_else(|| reap(&call));
         // SAFETY: reaping this process's own child, which exited.
         unsafe { libc::waitpid(call.pid, std::ptr::null_mut(), libc::__WALL) };
         self.send(&FromZygote::Exited { id, status })
@@ -278,16 +290,29 @@ impl Server<'_> {
                 self.send(&FromZygote::Entered { failed })
             }
             Ok(Some((fork @ ToZygote::Fork { .. }, mut fds))) => {
-                let ToZygote::Fork { id, then_enter, .. } = fork else {
+                let ToZygote::Fork {
+                    id,
+                    then_enter,
+                    timeout_ms,
+                    ..
+                } = fork
+                else {
                     unreachable!()
                 };
                 let then = then_enter.then(|| fds.pop()).flatten();
-                let started = self.start(fork, fds);
+                let started = self.start(fork, fds).map(|c| c.lasting(timeout_ms));
                 self.begun(id, started, then)
             }
-            Ok(Some((ToZygote::Took { id, then_enter }, mut fds))) => {
+            Ok(Some((
+                ToZygote::Took {
+                    id,
+                    then_enter,
+                    timeout_ms,
+                },
+                mut fds,
+            ))) => {
                 let then = then_enter.then(|| fds.pop()).flatten();
-                let started = self.taken();
+                let started = self.taken().map(|c| c.lasting(timeout_ms));
                 self.begun(id, started, then)
             }
             // The helper is gone.
@@ -517,6 +542,7 @@ impl Server<'_> {
             pidfd: spare.pidfd,
             status: heard_here.then_some(spare.status),
             deadline: Instant::now() + Duration::from_millis(self.zygote.setup.timeout_ms),
+            timeout_ms: self.zygote.setup.timeout_ms,
             timed_out: false,
         }
     }
@@ -595,22 +621,22 @@ fn signal(pid: libc::pid_t) {
 
 /// What the init of `call` said about how the command ended, read once it exited: none when
 /// it did not say it (it was killed), or when the helper holds its pipe.
-fn heard(call: &mut Running, timeout_ms: u64) -> Option<Status> {
+fn heard(call: &mut Running) -> Option<Status> {
     let mut report = Vec::new();
     let _ = call.status.as_ref()?.read_to_end(&mut report);
     call.status = None;
     let status = serde_json::from_slice::<Status>(&report).ok()?;
     Some(match call.timed_out {
-        true => Status::TimedOut(whole_secs(Duration::from_millis(timeout_ms))),
+        true => Status::TimedOut(whole_secs(Duration::from_millis(call.timeout_ms))),
         false => status,
     })
 }
 
 /// How the command of `call` ended when its init exited without saying so: the kernel killed
 /// every process of its namespace when it did.
-fn reap(call: &Running, timeout_ms: u64) -> Status {
+fn reap(call: &Running) -> Status {
     if call.timed_out {
-        return Status::TimedOut(whole_secs(Duration::from_millis(timeout_ms)));
+        return Status::TimedOut(whole_secs(Duration::from_millis(call.timeout_ms)));
     }
     // Only the kernel kills the init before it reports: for memory, when its cgroup is full
     // (the helper then says so), or the zygote, when the command was given up.

@@ -151,3 +151,42 @@ fn a_second_start_loads_compiled_plugins_from_the_cache() {
     );
     assert!(!second.contains("compiling"), "{second}");
 }
+
+/// The README's option tables list every global option of `cordon --help`, and the README
+/// names every option of each subcommand's.
+#[test]
+fn every_option_of_help_is_in_the_readme() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("read the README");
+    let options = |args: &[&str]| -> Vec<String> {
+        let run = Cordon::new().run(args);
+        assert_eq!(run.code, 0, "{run:?}");
+        let flags: Vec<String> = (run.stdout.lines())
+            .filter_map(|line| {
+                let line = line.trim_start();
+                let line = line.split_once(", ").map_or(line, |(_, long)| long);
+                let flag = line.strip_prefix("--")?.split([' ', '=', '<']).next()?;
+                Some(format!("--{flag}"))
+            })
+            .filter(|f| f != "--help" && f != "--version")
+            .collect();
+        assert!(!flags.is_empty(), "no options in {}", run.stdout);
+        flags
+    };
+    let global = options(&["--help"]);
+    assert!(global.contains(&"--max-timeout".to_string()), "{global:?}");
+    for flag in &global {
+        assert!(
+            readme.contains(&format!("\n| `{flag}")),
+            "{flag} of cordon --help has no row in the README's option tables"
+        );
+    }
+    for sub in ["tools", "call", "session", "mcp", "doctor"] {
+        for flag in options(&[sub, "--help"]) {
+            assert!(
+                readme.contains(&format!("`{flag}")),
+                "{flag} of cordon {sub} --help is not in the README"
+            );
+        }
+    }
+}

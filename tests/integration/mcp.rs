@@ -520,6 +520,93 @@ fn stdout_carries_only_protocol_messages() {
     assert_eq!((run.code, run.stdout.as_str()), (0, ""), "{}", run.stderr);
 }
 
+/// `isError` only when the tool could not do its job: a command that ran is a result whatever
+/// its exit status or a timeout, its text ending with the trailer; a missing file, input that
+/// breaks the schema and a refused command are errors.
+#[test]
+fn is_error_only_when_the_tool_could_not_do_its_job() {
+    let call = |id: u32, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}})
+    };
+    let cordon = Cordon::new().with_args(&["--timeout", "1"]);
+    let answers = cordon.mcp(&[
+        call(1, "bash", json!({"command": "echo failing; exit 1"})),
+        call(2, "bash", json!({"command": "echo slow; sleep 10"})),
+        call(3, "bash", json!({"command": "kill -9 $$"})),
+        call(4, "read_file", json!({"path": "missing.txt"})),
+        call(5, "bash", json!({"command": 3})),
+    ]);
+    assert_eq!(
+        completed(&answers[0]),
+        "failing\n[exit code: exit status 1]"
+    );
+    assert!(
+        completed(&answers[1]).starts_with("slow\n[error: 1s timeout exceeded]"),
+        "{:#}",
+        answers[1]
+    );
+    assert_eq!(
+        completed(&answers[2]),
+        "[exit code: killed by signal SIGKILL]"
+    );
+    assert_eq!(
+        failed(&answers[3]),
+        "missing.txt does not exist. Create it with write_file"
+    );
+    assert!(failed(&answers[4]).starts_with("Invalid input for bash: command"));
+
+    let denied = Cordon::new().with_args(&["--permissions", "deny"]);
+    let answers = denied.mcp(&[call(1, "bash", json!({"command": "echo ran"}))]);
+    assert_eq!(failed(&answers[0]), "[command rejected by the user]");
+}
+
+/// The README's Python quick start, run as it is written (with `cordon` on `PATH`, in a
+/// workspace), prints exactly what the README shows after it.
+#[test]
+fn the_readmes_python_quick_start_prints_what_it_shows() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("read the README");
+    let section = readme
+        .split_once("### Your own agent, with the Python SDK")
+        .expect("the section")
+        .1;
+    let block = |after: &str, fence: &str| -> String {
+        let start = after.find(fence).expect("a code block") + fence.len();
+        let end = after[start..].find("\n```").expect("its end");
+        after[start..start + end + 1].to_string()
+    };
+    let script = block(section, "```python\n");
+    let shown = block(section, "```text\n");
+    let cordon = Cordon::new();
+    cordon.write("client.py", &script);
+    // The SDK passes the server only HOME, PATH and a few more: the compile cache is reached
+    // through a home of the test's.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir(home.path().join(".cache")).unwrap();
+    std::os::unix::fs::symlink(cache_dir(), home.path().join(".cache/cordon")).unwrap();
+    let bin = crate::util::binary();
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(python())
+        .arg("client.py")
+        .current_dir(cordon.root())
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, shown);
+}
+
 /// The error answer to malformed `tools/call` params quotes a short, marked prefix of them.
 #[test]
 fn malformed_call_params_are_quoted_short() {

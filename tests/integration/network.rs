@@ -244,3 +244,53 @@ fn in_ask_mode_a_host_off_the_list_is_asked_for_and_the_answer_is_honoured() {
         .collect();
     assert_eq!(paths.len(), 3, "{paths:?}");
 }
+
+/// `--allow-domain @pypi` allows the hosts of the set (here mapped to the test's own address,
+/// where nothing of a registry is reached); a host of a set that is not allowed is refused
+/// with a line that names the set too; an unknown set is a usage error that lists them.
+#[test]
+fn a_named_set_allows_its_hosts_and_a_refusal_names_the_set() {
+    let c = Cordon::new().with_args(&[
+        "--allow-domain",
+        "@pypi",
+        "--add-host",
+        "files.pythonhosted.org=127.0.0.1",
+        "--add-host",
+        "crates.io=127.0.0.1",
+    ]);
+    let out = bash(
+        &c,
+        "curl -sS --max-time 5 http://files.pythonhosted.org/simple 2>&1; echo pypi=$?; \
+         curl -sS --max-time 5 http://crates.io/ 2>&1; echo crates=$?",
+    );
+    assert!(
+        !out.contains("[network: blocked files.pythonhosted.org"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "[network: blocked crates.io:80; allow it with --allow-domain crates.io, or the \
+             hosts of its set with --allow-domain @crates]"
+        ),
+        "{out}"
+    );
+    let tools = c.run(&["tools", "--json"]);
+    assert!(
+        tools
+            .stdout
+            .contains("use it): pypi.org, files.pythonhosted.org. Any other host is refused."),
+        "{}",
+        tools.stdout
+    );
+
+    let run = Cordon::new()
+        .with_args(&["--allow-domain", "@pip"])
+        .run(&["tools"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "\"@pip\" is not a set of hosts; the sets are @pypi, @npm, @crates, @go, @github"
+        ),
+        "{run:?}"
+    );
+}

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use crate::bash::MORE_TIME;
 use crate::util::{Cordon, Live, Run};
 
 fn bash(cordon: &Cordon, command: &str) -> Run {
@@ -282,7 +283,8 @@ fn a_self_regrowing_fork_chain_leaves_nothing_after_the_timeout() {
     );
     let run = bash(&c, &format!("python3 chain.py {mark} & sleep 100"));
     assert!(
-        run.stdout.ends_with("[error: 2s timeout exceeded]"),
+        run.stdout
+            .ends_with(&format!("[error: 2s timeout exceeded]\n{MORE_TIME}")),
         "{run:?}"
     );
     let left = wait_until_gone(&mark, Duration::from_millis(500));
@@ -480,7 +482,10 @@ fn commands_handed_to_an_init_ready_ahead_keep_a_fresh_view_their_timeout_and_pr
     assert_eq!(c.read(".envrc"), "the user's\n");
     let started = Instant::now();
     let out = bash("sleep 0.3; echo waiting; sleep 100");
-    assert_eq!(out, "waiting\n[error: 2s timeout exceeded]");
+    assert_eq!(
+        out,
+        format!("waiting\n[error: 2s timeout exceeded]\n{MORE_TIME}")
+    );
     assert!(started.elapsed() < Duration::from_secs(6));
     assert_eq!(bash("echo after"), "after\n");
     session.finish();

@@ -15,7 +15,9 @@
 //!   ([`Server::call`]): input that fails the tool's schema is a tool execution error
 //!   (`isError: true`) whose text names the problem, as MCP asks since 2025-11-25 (SEP-1303),
 //!   so that the model can correct itself; so is every failed outcome. A completed call is its
-//!   output as one text block.
+//!   output as one text block: a command that ran is one, whatever its exit status (the
+//!   plugin does not mark it failed), so a client that retries on `isError` does not run it
+//!   again.
 //! - Calls run concurrently, up to [`PARALLEL`] in the whole server; the session is locked only
 //!   between a call's steps, and calls that change files hold [`Shared::writes`] while they run.
 //!   A cancelled call is dropped, which kills its command and stops its plugin.
