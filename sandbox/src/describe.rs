@@ -41,7 +41,8 @@ impl Policy {
     fn network_line(&self) -> String {
         match &self.network {
             Network::Off => "- Network: none. No host can be reached (no package registry, no \
-                             git remote), and even the loopback interface is down.\n"
+                             git remote). The loopback works: a server a command starts on \
+                             127.0.0.1 answers its clients within the same command.\n"
                 .into(),
             Network::Allow(list) => {
                 let hosts: Vec<String> = list.patterns.iter().map(|p| p.to_string()).collect();
@@ -120,8 +121,8 @@ impl Policy {
             (None, _) => "not HOME, which is empty at every call".into(),
         };
         format!(
-            "the workspace and {home}; /tmp is empty at every call. Nothing else carries \
-             over: no variables, no current directory, no background process.\n"
+            "the workspace and {home}; /tmp lasts as long as the session. Nothing else \
+             carries over: no variables, no current directory, no background process.\n"
         )
     }
 }

@@ -202,7 +202,9 @@ fn the_description_states_the_settings_in_force() {
         "at most 512 processes and threads at once.",
         "- Programs: the system's (/usr/bin, /bin) only.",
         "- What lasts between calls: the workspace and not HOME, which is empty at every call; \
-         /tmp is empty at every call.",
+         /tmp lasts as long as the session.",
+        "The loopback works: a server a command starts on 127.0.0.1 answers its clients \
+         within the same command.",
     ] {
         assert!(plain.contains(said), "{said:?} not in {plain}");
     }
