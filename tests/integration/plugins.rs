@@ -137,7 +137,7 @@ fn a_plugin_sees_only_the_environment_variables_it_declares() {
 fn importing_the_shell_without_the_grant_is_refused_at_load() {
     let stderr = refused_at_load("sh", "bash", "tools = [\"bash\"]\n");
     assert!(
-        stderr.contains("plugin sh imports cordon:tool/shell@0.1.0, which it was not granted"),
+        stderr.contains("plugin sh imports cordon:tool/shell@0.2.0, which it was not granted"),
         "{stderr}"
     );
 }
