@@ -2,6 +2,8 @@
 //! user's consent, and the hard limits on each call, shown with a plugin that misbehaves on
 //! purpose (tests/plugins/hostile).
 
+mod contract;
+
 use std::path::PathBuf;
 
 use serde_json::json;
