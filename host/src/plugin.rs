@@ -1,8 +1,9 @@
 //! Loading a component as a plugin, and running one call in a fresh instance.
 //!
-//! Loading does everything that can be done once: compile (or load from the cache), link
-//! exactly the granted capabilities, pre-instantiate, ask the plugin for its declarations and
-//! compile their schemas. A call then only creates a store and instantiates from the
+//! Loading does everything that can be done once: compile (or load from the cache), check the
+//! version of the contract it was built against ([`crate::contract`]), link exactly the granted
+//! capabilities, pre-instantiate, ask the plugin for its declarations and compile their
+//! schemas. A call then only creates a store and instantiates from the
 //! pre-instantiated component, so no state survives from one call to the next.
 
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! A plugin built against `cordon:tool` 0.1.0, as first released (`wit/0.1.0`), committed with
 //! its component (`v0_1.wasm`) as it was built then: the tests load that file, not a rebuild,
-//! so they show that cordon still serves what plugins built against 0.1.0 expect.
+//! so they show that cordon still serves what plugins built against 0.1.0 expect. Should the
+//! fixture itself have to change, `cargo build --release --target wasm32-wasip2 -p v0_1` builds
+//! it, and its `v0_1.wasm` replaces the committed one.
 //!
 //! Its tools touch what changed in 0.2.0: `write` calls `files.replace`, whose error gained a
 //! case; `context` reports the call's context, which gained a field; `run` calls
