@@ -151,6 +151,7 @@ impl Plugin {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(20 * tries)).await;
                 }
+                Err(e) if e.is::<contract::Drift>() => return Err(shape(e)),
                 done => break done.map_err(load_error)?,
             }
         };

@@ -14,7 +14,7 @@ use wasmtime::Store;
 use wasmtime::component::{Component, InstancePre};
 
 use crate::bindings::cordon::tool::types::{Context, Declaration, Outcome};
-use crate::bindings::{PluginWithCapabilities, PluginWithCapabilitiesPre};
+use crate::bindings::{PluginWithCapabilities, PluginWithCapabilitiesIndices};
 use crate::state::State;
 
 /// The package, as its interfaces' names begin.
@@ -107,11 +107,18 @@ pub fn version(component: &Component, engine: &wasmtime::Engine) -> Result<Versi
     tool.ok_or(Mismatch::NotAPlugin)
 }
 
-/// A linked component, ready to instantiate, typed by the version it was built against.
+/// A linked component, ready to instantiate, with where its exports are, by the version it
+/// was built against.
 pub(crate) enum Pre {
-    Current(PluginWithCapabilitiesPre<State>),
-    V0_1(v0_1::PluginWithCapabilitiesPre<State>),
+    Current(InstancePre<State>, PluginWithCapabilitiesIndices),
+    V0_1(InstancePre<State>, v0_1::PluginWithCapabilitiesIndices),
 }
+
+/// The mark of an instance's exports that are not of the types its version defines: wasmtime
+/// checks them only once there is an instance, and its message names no version.
+#[derive(Debug, thiserror::Error)]
+#[error("its exports")]
+pub(crate) struct Drift;
 
 /// One instance of a plugin.
 pub(crate) enum Instance {
@@ -120,25 +127,46 @@ pub(crate) enum Instance {
 }
 
 impl Pre {
-    /// Checks that `pre` exports `tool` as `version` defines it.
+    /// Finds the exports `version` defines in `pre`.
     pub(crate) fn new(version: Version, pre: InstancePre<State>) -> wasmtime::Result<Self> {
         Ok(match version {
-            Version::Current => Pre::Current(PluginWithCapabilitiesPre::new(pre)?),
-            Version::V0_1 => Pre::V0_1(v0_1::PluginWithCapabilitiesPre::new(pre)?),
+            Version::Current => {
+                let exports = PluginWithCapabilitiesIndices::new(&pre)?;
+                Pre::Current(pre, exports)
+            }
+            Version::V0_1 => {
+                let exports = v0_1::PluginWithCapabilitiesIndices::new(&pre)?;
+                Pre::V0_1(pre, exports)
+            }
         })
     }
 
     pub(crate) fn engine(&self) -> &wasmtime::Engine {
         match self {
-            Pre::Current(pre) => pre.engine(),
-            Pre::V0_1(pre) => pre.engine(),
+            Pre::Current(pre, _) => pre.engine(),
+            Pre::V0_1(pre, _) => pre.engine(),
         }
     }
 
+    /// A new instance; exports of other types than its version's fail with a [`Drift`].
     pub(crate) async fn instantiate(&self, store: &mut Store<State>) -> wasmtime::Result<Instance> {
         Ok(match self {
-            Pre::Current(pre) => Instance::Current(pre.instantiate_async(store).await?),
-            Pre::V0_1(pre) => Instance::V0_1(pre.instantiate_async(store).await?),
+            Pre::Current(pre, exports) => {
+                let instance = pre.instantiate_async(&mut *store).await?;
+                Instance::Current(
+                    exports
+                        .load(store, &instance)
+                        .map_err(|e| e.context(Drift))?,
+                )
+            }
+            Pre::V0_1(pre, exports) => {
+                let instance = pre.instantiate_async(&mut *store).await?;
+                Instance::V0_1(
+                    exports
+                        .load(store, &instance)
+                        .map_err(|e| e.context(Drift))?,
+                )
+            }
         })
     }
 }

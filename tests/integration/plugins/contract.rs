@@ -125,3 +125,26 @@ fn a_plugin_built_against_a_version_not_served_is_refused_by_name() {
     assert_eq!(check.code, 2, "{}", check.stdout);
     assert!(check.stderr.contains(refusal), "{}", check.stderr);
 }
+
+#[test]
+fn a_plugin_naming_a_served_version_in_another_shape_is_refused_with_what_to_do() {
+    let dir = plugin_dir("drifted", &component("drifted"), "tools = [\"drift\"]\n");
+    let run = Cordon::new().run(&["--plugins", dir.path().to_str().unwrap(), "tools"]);
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    assert!(
+        run.stderr.contains(
+            "plugin drifted cannot be loaded: it names cordon:tool 0.1.0, but its interfaces \
+             differ from 0.1.0 as released ("
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(
+            "): it was built against an unreleased state of the contract. Rebuild the plugin \
+             against cordon:tool 0.2.0 (the plugin kit of this release, plugins/kit)"
+        ),
+        "{}",
+        run.stderr
+    );
+}
