@@ -2,15 +2,25 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use cordon::Options;
 use cordon::session::Mode;
 
+/// `cordon --version`: cordon's, and the versions of the plugin contract it serves.
+static VERSION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{}\nplugin contract: {}",
+        env!("CARGO_PKG_VERSION"),
+        cordon::contract::served()
+    )
+});
+
 /// Run an AI agent's tool calls confined, bounded and observed.
 #[derive(Parser)]
-#[command(name = "cordon", version, about, propagate_version = true)]
+#[command(name = "cordon", version = VERSION.as_str(), about, propagate_version = true)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,

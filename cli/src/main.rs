@@ -157,7 +157,7 @@ fn print_tools(runtime: &Runtime, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What `cordon plugins check` prints: the plugin's tools, grants and limits.
+/// What `cordon plugins check` prints: the plugin's contract version, tools, grants and limits.
 fn describe_plugin(plugin: &cordon::plugin::Plugin) -> String {
     let mut text = format!("plugin {} ({})\n", plugin.name(), plugin.source());
     if let cordon::spec::Source::File(path) = plugin.source()
@@ -168,6 +168,12 @@ fn describe_plugin(plugin: &cordon::plugin::Plugin) -> String {
             cordon::manifest::sha256_hex(&bytes)
         ));
     }
+    text.push_str(&format!(
+        "  contract: {} {} (this cordon serves {})\n",
+        cordon::contract::PACKAGE,
+        plugin.contract().as_str(),
+        cordon::contract::served_list()
+    ));
     for tool in plugin.tools() {
         let d = &tool.declaration;
         let why = raised(tool)

@@ -1,4 +1,5 @@
-//! Host bindings generated from `wit/cordon.wit`.
+//! Host bindings generated from `wit/cordon.wit`, the current version of the contract (those
+//! of earlier versions, and what they are served with, are in [`crate::contract`]).
 //!
 //! One world covers every plugin: it imports all host capabilities, and the linker of each
 //! plugin is given only those it was granted, so a component importing anything else fails to
@@ -13,23 +14,30 @@ wasmtime::component::bindgen!({
 
 pub use self::cordon::tool::types::{Counter, Declaration, Display, Kind};
 
-/// The WIT package's interface names, as they appear in a component's imports.
+/// The WIT package's interface names, as they appear in a component's imports less their
+/// version: a capability is granted, or not, whichever version of the contract asks for it.
 pub mod interface {
     /// The atomic file replacement capability.
-    pub const FILES: &str = "cordon:tool/files@0.1.0";
+    pub const FILES: &str = "cordon:tool/files";
     /// The shell capability.
-    pub const SHELL: &str = "cordon:tool/shell@0.1.0";
+    pub const SHELL: &str = "cordon:tool/shell";
     /// WASI HTTP (`wasi:http/outgoing-handler` and `wasi:http/types`, any 0.2 version).
     pub const HTTP: &str = "wasi:http";
 
     /// The capability a component's import needs a grant for, if it needs one.
     pub fn capability(import: &str) -> Option<&'static str> {
-        match import {
+        let name = import.split_once('@').map_or(import, |(name, _)| name);
+        match name {
             FILES => Some(FILES),
             SHELL => Some(SHELL),
             _ if import.starts_with("wasi:http/") => Some(HTTP),
             _ => None,
         }
+    }
+
+    /// The name of `interface` (one of the above) in `version` of the contract.
+    pub fn versioned(interface: &str, version: &str) -> String {
+        format!("{interface}@{version}")
     }
 }
 

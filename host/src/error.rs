@@ -60,6 +60,12 @@ pub enum Error {
         plugin: String,
         source: wasmtime::Error,
     },
+    #[error("plugin {plugin} cannot be loaded: {mismatch}")]
+    Contract {
+        plugin: String,
+        #[source]
+        mismatch: crate::contract::Mismatch,
+    },
     #[error(
         "plugin {plugin} imports {interface}, which it was not granted; \
          grant it in the plugin's manifest or remove the import"

@@ -1,19 +1,21 @@
 //! cordon: run an AI agent's tool calls confined, bounded and observed.
 //!
 //! Every tool is a WebAssembly component implementing the `cordon:tool` WIT package
-//! (`wit/cordon.wit`). The host loads components ([`plugin`]), compiling each once and keeping
-//! the result in an authenticated on-disk cache ([`engine`]), refuses to start when one of its
-//! own files lies where a tool could write it ([`own`]), grants each plugin only the
-//! directories and host capabilities it needs ([`grants`], [`caps`]), and runs every call
-//! through one pipeline ([`runtime`]): input validation against the tool's schema
-//! ([`schema`]), a fresh instance, and output truncation ([`output`]). The built-in tools are
-//! embedded in the binary ([`builtin`]).
+//! (`wit/cordon.wit`; plugins built against an earlier version are served too, [`contract`]).
+//! The host loads components ([`plugin`]), compiling each once and keeping the result in an
+//! authenticated on-disk cache ([`engine`]), refuses to start when one of its own files lies
+//! where a tool could write it ([`own`]), grants each plugin only the directories and host
+//! capabilities it needs ([`grants`], [`caps`]), and runs every call through one pipeline
+//! ([`runtime`]): input validation against the tool's schema ([`schema`]), a fresh instance,
+//! and output truncation ([`output`]). The built-in tools are embedded in the binary
+//! ([`builtin`]).
 
 pub mod bash;
 pub mod bindings;
 pub mod builtin;
 pub mod caps;
 pub mod config;
+pub mod contract;
 pub mod engine;
 pub mod error;
 pub mod grants;

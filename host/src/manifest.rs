@@ -152,6 +152,13 @@ pub enum Refusal {
     Http { host: String, fix: Setting },
     #[error("its [grants.http_headers.{host:?}] names {name:?}, which is not a header name")]
     HeaderName { host: String, name: String },
+    #[error("its [grants.http_headers.{host:?}] adds its headers to no request: {why}")]
+    HeaderUnmatched { host: String, why: String },
+    #[error(
+        "its [grants] env entry {name:?} passes nothing: a variable's name is not empty and \
+         holds no `=` or NUL; fix the name or remove the entry"
+    )]
+    EnvName { name: String },
     #[error("it asks the host to add the secret {name} to its HTTP requests; to allow it, {fix}")]
     Secret { name: String, fix: Setting },
     #[error(
@@ -305,6 +312,11 @@ impl Manifest {
             grants = grants.shell(Arc::new(crate::shell::Shell::new(shell.clone())));
         }
         grants.http = self.http(consent, hosts, &setting)?.map(Arc::new);
+        if let Some(name) =
+            (self.grants.env.iter()).find(|n| n.is_empty() || n.contains(['=', '\0']))
+        {
+            return Err(Refusal::EnvName { name: name.clone() });
+        }
         grants.env = self
             .grants
             .env
@@ -362,21 +374,30 @@ impl Manifest {
         if asked.http.is_empty() && asked.http_headers.is_empty() {
             return Ok(None);
         }
+        let patterns = (asked.http.iter())
+            .map(|text| text.parse::<Pattern>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Refusal::HttpPattern)?;
+        // Before the user is asked to consent: to a header that would never be sent, no
+        // consent would help.
+        for (host, fields) in &asked.http_headers {
+            if let Some(why) = unmatched(host, fields, &patterns) {
+                return Err(Refusal::HeaderUnmatched {
+                    host: host.clone(),
+                    why,
+                });
+            }
+        }
         let allowed: Vec<Pattern> = consent
             .allow_http
             .iter()
             .filter_map(|p| p.parse().ok())
             .collect();
-        let mut patterns = Vec::new();
-        for text in &asked.http {
-            let pattern: Pattern = text.parse().map_err(Refusal::HttpPattern)?;
-            if !allowed.contains(&pattern) {
-                return Err(Refusal::Http {
-                    host: pattern.to_string(),
-                    fix: setting("allow_http", format!("[{:?}]", pattern.to_string())),
-                });
-            }
-            patterns.push(pattern);
+        if let Some(pattern) = patterns.iter().find(|p| !allowed.contains(p)) {
+            return Err(Refusal::Http {
+                host: pattern.to_string(),
+                fix: setting("allow_http", format!("[{:?}]", pattern.to_string())),
+            });
         }
         let mut headers = Vec::new();
         for (host, fields) in &asked.http_headers {
@@ -407,6 +428,52 @@ impl Manifest {
         };
         Ok(Some(HttpGrant { allowlist, headers }))
     }
+}
+
+/// Why the `[grants.http_headers]` table `key` can add its `fields` to no request, if it
+/// cannot: a request gets the headers of the host its URL names, compared alone (no scheme,
+/// port or path), and only a request to a host of the plugin's `http` grant goes out at all.
+fn unmatched(key: &str, fields: &BTreeMap<String, String>, patterns: &[Pattern]) -> Option<String> {
+    if fields.is_empty() {
+        return Some("it names no header; add one, or remove the table".into());
+    }
+    let host = url_host(key);
+    if host != key {
+        return Some(format!(
+            "a request's headers are chosen by its host as its URL names it, without a scheme, \
+             port or path; write [grants.http_headers.{host:?}]"
+        ));
+    }
+    if patterns.iter().any(|p| p.allows_host(key)) {
+        return None;
+    }
+    let granted: Vec<String> = patterns.iter().map(ToString::to_string).collect();
+    Some(match granted.as_slice() {
+        [] => format!(
+            "its [grants] http allows no host, so no request goes out; add {key:?} to it, or \
+             remove the table"
+        ),
+        _ => format!(
+            "{key} is not a host its [grants] http allows ({}); add it there, or correct the \
+             name",
+            granted.join(", ")
+        ),
+    })
+}
+
+/// The host a URL written as `key` names, as a request's host is compared: without a scheme,
+/// a path, a port or a final dot, an IPv6 address in brackets.
+fn url_host(key: &str) -> String {
+    if key.parse::<std::net::Ipv6Addr>().is_ok() {
+        return format!("[{key}]");
+    }
+    let rest = key.split_once("://").map_or(key, |(_, rest)| rest);
+    let rest = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    let host = match rest.strip_prefix('[').and_then(|r| r.split_once(']')) {
+        Some((v6, _)) => &rest[..v6.len() + 2],
+        None => rest.split(':').next().unwrap_or(rest),
+    };
+    host.trim_end_matches('.').to_string()
 }
 
 /// A grant path: relative to the workspace or absolute, existing, canonical.
@@ -528,4 +595,47 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unmatched_key(key: &str, http: &[&str]) -> Option<String> {
+        let fields = BTreeMap::from([("Authorization".to_string(), "Bearer ${T}".to_string())]);
+        let patterns: Vec<Pattern> = http.iter().map(|p| p.parse().unwrap()).collect();
+        unmatched(key, &fields, &patterns)
+    }
+
+    #[test]
+    fn a_header_key_is_a_granted_host_alone() {
+        let http = ["localhost:8080", "*.example.org", "[::1]:80"];
+        for key in ["localhost", "LocalHost", "api.example.org", "[::1]"] {
+            assert_eq!(unmatched_key(key, &http), None, "{key}");
+        }
+        for (key, host) in [
+            ("localhost:8080", "localhost"),
+            ("https://api.example.org/v1", "api.example.org"),
+            ("api.example.org.", "api.example.org"),
+            ("::1", "[::1]"),
+            ("[::1]:80", "[::1]"),
+        ] {
+            let why = unmatched_key(key, &http).unwrap();
+            assert!(
+                why.ends_with(&format!("write [grants.http_headers.{host:?}]")),
+                "{key}: {why}"
+            );
+        }
+        assert_eq!(
+            unmatched_key("example.org", &http).unwrap(),
+            "example.org is not a host its [grants] http allows (localhost:8080, \
+             *.example.org, [::1]:80); add it there, or correct the name"
+        );
+        assert!(
+            unmatched_key("api.test", &[])
+                .unwrap()
+                .contains("allows no host")
+        );
+        assert!(unmatched("localhost", &BTreeMap::new(), &[]).is_some());
+    }
 }

@@ -1,8 +1,9 @@
 //! Loading a component as a plugin, and running one call in a fresh instance.
 //!
-//! Loading does everything that can be done once: compile (or load from the cache), link
-//! exactly the granted capabilities, pre-instantiate, ask the plugin for its declarations and
-//! compile their schemas. A call then only creates a store and instantiates from the
+//! Loading does everything that can be done once: compile (or load from the cache), check the
+//! version of the contract it was built against ([`crate::contract`]), link exactly the granted
+//! capabilities, pre-instantiate, ask the plugin for its declarations and compile their
+//! schemas. A call then only creates a store and instantiates from the
 //! pre-instantiated component, so no state survives from one call to the next.
 
 use std::sync::Arc;
@@ -13,10 +14,9 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 use crate::Error;
 use crate::bindings::cordon::tool::types::{Context, Outcome};
-use crate::bindings::{
-    Declaration, Kind, PluginWithCapabilities, PluginWithCapabilitiesPre, interface,
-};
+use crate::bindings::{Declaration, Kind, interface};
 use crate::caps;
+use crate::contract::{self, Instance, Mismatch, Pre, Version};
 use crate::engine::{Engine, TICK};
 use crate::grants::{Grants, Roots};
 use crate::schema::InputSchema;
@@ -65,6 +65,7 @@ fn busy(error: &wasmtime::Error) -> bool {
 pub struct Plugin {
     core: Arc<Core>,
     source: Source,
+    contract: Version,
     tools: Vec<Tool>,
     workers: Workers,
 }
@@ -72,7 +73,7 @@ pub struct Plugin {
 /// What a call needs to start an instance, shared with the worker thread that runs it.
 struct Core {
     name: String,
-    pre: PluginWithCapabilitiesPre<State>,
+    pre: Pre,
     grants: Arc<Grants>,
     roots: Arc<Roots>,
     limits: Limits,
@@ -92,6 +93,25 @@ impl Plugin {
             plugin: name.to_string(),
             source,
         };
+        let contract = contract::version(&component, engine.wasmtime()).map_err(|mismatch| {
+            Error::Contract {
+                plugin: name.to_string(),
+                mismatch,
+            }
+        })?;
+        // A component that names a served version but whose interfaces differ from it was
+        // built against a state of the contract that was never released.
+        let shape = |source: wasmtime::Error| Error::Contract {
+            plugin: name.to_string(),
+            mismatch: Mismatch::Shape {
+                built: contract.as_str(),
+                cause: format!("{source:#}"),
+            },
+        };
+        let linked = |source: wasmtime::Error| match format!("{source:#}") {
+            cause if cause.contains(contract::PACKAGE) => shape(source),
+            _ => load_error(source),
+        };
         let granted = grants.interfaces();
         for (import, _) in component.component_type().imports(engine.wasmtime()) {
             if let Some(capability) = interface::capability(import)
@@ -105,8 +125,8 @@ impl Plugin {
         }
         let mut linker = Linker::new(engine.wasmtime());
         caps::add_to_linker(&mut linker, &grants).map_err(load_error)?;
-        let pre = linker.instantiate_pre(&component).map_err(load_error)?;
-        let pre = PluginWithCapabilitiesPre::new(pre).map_err(load_error)?;
+        let pre = linker.instantiate_pre(&component).map_err(linked)?;
+        let pre = Pre::new(contract, pre).map_err(shape)?;
         let roots = Roots::open(&grants).map_err(|source| Error::Grant {
             plugin: name.to_string(),
             path: grants.cwd.clone(),
@@ -131,6 +151,7 @@ impl Plugin {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(20 * tries)).await;
                 }
+                Err(e) if e.is::<contract::Drift>() => return Err(shape(e)),
                 done => break done.map_err(load_error)?,
             }
         };
@@ -152,6 +173,7 @@ impl Plugin {
         Ok(Plugin {
             core: Arc::new(core),
             source,
+            contract,
             tools,
             workers: engine.workers().clone(),
         })
@@ -165,6 +187,11 @@ impl Plugin {
     /// Where it came from.
     pub fn source(&self) -> &Source {
         &self.source
+    }
+
+    /// The version of the plugin contract it was built against.
+    pub fn contract(&self) -> Version {
+        self.contract
     }
 
     /// What it was granted.
@@ -277,9 +304,7 @@ impl Core {
         store.data_mut().max_output = usize::try_from(context.max_output).unwrap_or(usize::MAX);
         // The epoch deadline stops a guest spinning in wasm; the timer also stops a call
         // waiting in the host (a shell command), one tick later, dropping what it waits on.
-        let call = instance
-            .cordon_tool_tool()
-            .call_call(&mut store, tool, input, &context);
+        let call = instance.call(&mut store, tool, input, &context);
         let result = tokio::time::timeout(self.limits.timeout + TICK, call).await;
         let printed = store.data().stdio.text();
         if !printed.is_empty() {
@@ -320,16 +345,10 @@ impl Core {
     async fn declarations(&self) -> wasmtime::Result<Vec<Declaration>> {
         let (mut store, instance) = self.instantiate(false).await?;
         let cwd = self.grants.cwd.to_string_lossy();
-        instance
-            .cordon_tool_tool()
-            .call_tools(&mut store, &cwd)
-            .await
+        instance.tools(&mut store, &cwd).await
     }
 
-    async fn instantiate(
-        &self,
-        dry_run: bool,
-    ) -> wasmtime::Result<(Store<State>, PluginWithCapabilities)> {
+    async fn instantiate(&self, dry_run: bool) -> wasmtime::Result<(Store<State>, Instance)> {
         let state = State::new(
             self.grants.clone(),
             self.roots.clone(),
@@ -355,7 +374,7 @@ impl Core {
         // of a large file: its old and new texts). The plugin's memory bound is the natural
         // bound: it cannot hand over more than it may hold, and the user granted that much.
         store.set_hostcall_fuel(self.limits.memory);
-        let instance = self.pre.instantiate_async(&mut store).await?;
+        let instance = self.pre.instantiate(&mut store).await?;
         Ok((store, instance))
     }
 }

@@ -114,15 +114,24 @@ impl Pattern {
 
     /// Whether the client's `host` (a normalized name or an address) and `port` fit.
     fn matches(&self, host: &Asked, port: u16) -> bool {
-        self.allows_port(port)
-            && match (&self.host, host) {
-                (Host::Name(n), Asked::Name(asked)) => n == asked,
-                (Host::Below(n), Asked::Name(asked)) => asked
-                    .strip_suffix(n.as_str())
-                    .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
-                (Host::Address(a), Asked::Address(asked)) => a == asked,
-                _ => false,
-            }
+        self.allows_port(port) && self.fits(host)
+    }
+
+    fn fits(&self, host: &Asked) -> bool {
+        match (&self.host, host) {
+            (Host::Name(n), Asked::Name(asked)) => n == asked,
+            (Host::Below(n), Asked::Name(asked)) => asked
+                .strip_suffix(n.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+            (Host::Address(a), Asked::Address(asked)) => a == asked,
+            _ => false,
+        }
+    }
+
+    /// Whether it allows `host` (a name, or an address, an IPv6 one in brackets or not) on
+    /// some port.
+    pub fn allows_host(&self, host: &str) -> bool {
+        Asked::parse(host).is_some_and(|asked| self.fits(&asked))
     }
 }
 
@@ -401,6 +410,17 @@ mod tests {
             "*".parse::<Pattern>(),
             Err(PatternError::Everything(_))
         ));
+    }
+
+    #[test]
+    fn a_host_is_allowed_on_some_port_or_not_at_all() {
+        let pattern = |text: &str| text.parse::<Pattern>().unwrap();
+        assert!(pattern("localhost:8080").allows_host("LocalHost"));
+        assert!(pattern("*.example.org").allows_host("api.example.org"));
+        assert!(!pattern("*.example.org").allows_host("example.org"));
+        assert!(pattern("[::1]:80").allows_host("[::1]"));
+        assert!(!pattern("pypi.org").allows_host("pypi.org:443"));
+        assert!(!pattern("pypi.org").allows_host("https://pypi.org"));
     }
 
     #[test]

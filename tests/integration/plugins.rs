@@ -2,6 +2,8 @@
 //! user's consent, and the hard limits on each call, shown with a plugin that misbehaves on
 //! purpose (tests/plugins/hostile).
 
+mod contract;
+
 use std::path::PathBuf;
 
 use serde_json::json;
@@ -137,7 +139,7 @@ fn a_plugin_sees_only_the_environment_variables_it_declares() {
 fn importing_the_shell_without_the_grant_is_refused_at_load() {
     let stderr = refused_at_load("sh", "bash", "tools = [\"bash\"]\n");
     assert!(
-        stderr.contains("plugin sh imports cordon:tool/shell@0.1.0, which it was not granted"),
+        stderr.contains("plugin sh imports cordon:tool/shell@0.2.0, which it was not granted"),
         "{stderr}"
     );
 }
@@ -581,4 +583,41 @@ fn a_plugin_changing_files_through_wasi_is_refused_protected_paths() {
     let c = c.with_args(&["--unprotect", ".vscode"]);
     let run = change(&c, "append", ".vscode/tasks.json", "");
     assert_eq!(run.stdout, "changed", "{run:?}");
+}
+
+#[test]
+fn a_manifest_entry_that_matches_nothing_is_refused_at_load_and_by_plugins_check() {
+    let header = |key: &str| {
+        format!(
+            "{HOSTILE_TOOLS}\n[grants]\nhttp = [\"localhost:8080\"]\n\
+             [grants.http_headers.{key:?}]\nAuthorization = \"Bearer ${{CORDON_TEST_HELD}}\"\n"
+        )
+    };
+    for (manifest, refusal) in [
+        (
+            header("localhost:8080"),
+            "plugin hostile cannot be loaded: its [grants.http_headers.\"localhost:8080\"] adds \
+             its headers to no request: a request's headers are chosen by its host as its URL \
+             names it, without a scheme, port or path; write [grants.http_headers.\"localhost\"]",
+        ),
+        (
+            header("api.test"),
+            "plugin hostile cannot be loaded: its [grants.http_headers.\"api.test\"] adds its \
+             headers to no request: api.test is not a host its [grants] http allows \
+             (localhost:8080); add it there, or correct the name",
+        ),
+        (
+            format!("{HOSTILE_TOOLS}\n[grants]\nenv = [\"HOME=/tmp\"]\n"),
+            "plugin hostile cannot be loaded: its [grants] env entry \"HOME=/tmp\" passes \
+             nothing",
+        ),
+    ] {
+        let stderr = refused_at_load("hostile", "hostile", &manifest);
+        assert!(stderr.contains(refusal), "{stderr}");
+        let dir = plugin_dir("hostile", &component("hostile"), &manifest);
+        let wasm = dir.path().join("hostile.wasm");
+        let check = Cordon::new().run(&["plugins", "check", wasm.to_str().unwrap()]);
+        assert_eq!(check.code, 2, "{}", check.stdout);
+        assert!(check.stderr.contains(refusal), "{}", check.stderr);
+    }
 }

@@ -18,10 +18,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::{Dir, OpenOptions, Permissions};
 use rustix::fs::{self, AtFlags, Mode, OFlags};
 use rustix::io::Errno;
-use wasmtime::component::{Linker, WasmList};
+use wasmtime::component::{ComponentType, Linker, Lower, WasmList};
 
 use crate::bindings::cordon::tool::files::ReplaceError;
 use crate::bindings::interface;
+use crate::contract;
 use crate::grants::Roots;
 use crate::state::State;
 
@@ -29,16 +30,30 @@ use crate::state::State;
 /// the generated binding would first copy them into a buffer of the host's, which for a large
 /// file costs as much again as writing it.
 pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
-    linker.instance(interface::FILES)?.func_wrap(
+    let name = interface::versioned(interface::FILES, contract::CURRENT);
+    link(linker, &name, |error| error)
+}
+
+/// Links `replace` as the instance `name`, each failure given as `error` makes it: as it is
+/// for the current contract, adapted for an earlier one (see [`crate::contract`]).
+pub(crate) fn link<E>(
+    linker: &mut Linker<State>,
+    name: &str,
+    error: fn(ReplaceError) -> E,
+) -> wasmtime::Result<()>
+where
+    E: ComponentType + Lower + Send + Sync + 'static,
+{
+    linker.instance(name)?.func_wrap(
         "replace",
-        |store, (path, contents): (String, WasmList<u8>)| {
+        move |store, (path, contents): (String, WasmList<u8>)| {
             if store.data().dry_run {
-                return Ok((Err(ReplaceError::NotPermitted(format!(
+                return Ok((Err(error(ReplaceError::NotPermitted(format!(
                     "{path}: a dry run may not write"
-                ))),));
+                )))),));
             }
             let contents = contents.as_le_slice(&store);
-            Ok((replace(&store.data().roots, Path::new(&path), contents),))
+            Ok((replace(&store.data().roots, Path::new(&path), contents).map_err(error),))
         },
     )
 }

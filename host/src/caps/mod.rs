@@ -30,7 +30,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<State>, grants: &Grants) -> wasm
     if grants.http.is_some() {
         http::add_to_linker(linker)?;
     }
-    Ok(())
+    // A plugin built against an earlier version of the contract imports its capabilities by
+    // that version's names, which cannot clash with the current ones.
+    crate::contract::v0_1::add_to_linker(linker, grants)
 }
 
 impl tool::types::Host for State {}
