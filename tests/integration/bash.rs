@@ -238,7 +238,7 @@ fn the_description_states_the_settings_in_force() {
         .with_env("PYENV_ROOT", h.join(".pyenv"))
         .with_env("NVM_DIR", h.join(".nvm"))
         .with_env("GOPATH", h.join("go"))
-        .with_env("XDG_CONFIG_HOME", h.join(".config"));
+        .with_env("XDG_CONFIG_HOME", crate::util::config_home());
     let set = description(&c);
     for said in [
         "killed after 45 seconds".to_string(),

@@ -580,11 +580,12 @@ fn the_readmes_python_quick_start_prints_what_it_shows() {
     let shown = block(section, "```text\n");
     let cordon = Cordon::new();
     cordon.write("client.py", &script);
-    // The SDK passes the server only HOME, PATH and a few more: the compile cache is reached
-    // through a home of the test's.
+    // The SDK passes the server only HOME, PATH and a few more: the compile cache and its key
+    // are reached through a home of the test's.
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir(home.path().join(".cache")).unwrap();
     std::os::unix::fs::symlink(cache_dir(), home.path().join(".cache/cordon")).unwrap();
+    std::os::unix::fs::symlink(crate::util::config_home(), home.path().join(".config")).unwrap();
     let bin = crate::util::binary();
     let path = format!(
         "{}:{}",

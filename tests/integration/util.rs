@@ -215,6 +215,16 @@ pub fn cache_dir() -> &'static Path {
     &DIR
 }
 
+/// The config home every test's `cordon` reads its cache key from (`$XDG_CONFIG_HOME`, else
+/// `~/.config`): a test that gives cordon another home keeps this one, since a key of its own
+/// would make the shared compile cache fail authentication for the other tests.
+pub fn config_home() -> PathBuf {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .expect("HOME or XDG_CONFIG_HOME")
+}
+
 /// Builds the wasm32-wasip2 components of the given workspace packages (once per package per
 /// test run) and returns the directory holding `<package>.wasm`.
 pub fn wasm_components(packages: &[&str]) -> PathBuf {
