@@ -43,7 +43,15 @@ impl HttpServer {
                 .and_then(Result::ok)
                 .expect("cordon mcp --http ended before announcing itself")
         };
-        let announced = [announce(), announce()];
+        // A warning may come first (the compile cache written with another key, say).
+        let mut first = announce();
+        let mut before = String::new();
+        while !first.starts_with("cordon mcp: serving MCP at ") && before.len() < 64 << 10 {
+            before.push_str(&first);
+            before.push('\n');
+            first = announce();
+        }
+        let announced = [first, announce()];
         let url = announced[0]
             .strip_prefix("cordon mcp: serving MCP at ")
             .unwrap_or_else(|| panic!("not an announcement: {announced:?}"))
@@ -52,7 +60,7 @@ impl HttpServer {
             .strip_prefix("cordon mcp: clients must send \"Authorization: Bearer ")
             .and_then(|rest| rest.split('"').next())
             .map(str::to_string);
-        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr = Arc::new(Mutex::new(before));
         let kept = stderr.clone();
         let reader = std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {

@@ -213,7 +213,7 @@ fn session_and_mcp_refuse_the_same_writes_and_find_the_same_toolchains() {
     let c = repository()
         .with_args(&["--toolchains"])
         .with_env("HOME", home.path())
-        .with_env("XDG_CONFIG_HOME", home.path().join(".config"))
+        .with_env("XDG_CONFIG_HOME", crate::util::config_home())
         .with_env("CARGO_HOME", home.path().join(".cargo"))
         .with_env("RUSTUP_HOME", home.path().join(".rustup"));
     let answers = c.session(format!(

@@ -196,7 +196,7 @@ fn toolchains_found_in_the_home_are_granted_and_nothing_else_of_it() {
         .with_env("PYENV_ROOT", h.join(".pyenv"))
         .with_env("NVM_DIR", h.join(".nvm"))
         .with_env("GOPATH", h.join("go"));
-    let c = c.with_env("XDG_CONFIG_HOME", h.join(".config"));
+    let c = c.with_env("XDG_CONFIG_HOME", crate::util::config_home());
     let run = c.call(
         "bash",
         json!({"command": "cargo --version; python3; node; echo $CARGO_HOME $RUSTUP_HOME $PYENV_ROOT $NVM_DIR; \
@@ -233,6 +233,7 @@ fn a_toolchain_left_out_is_named_when_its_program_is_not_found() {
     script(&h.join(".cargo/bin/cargo"), "cargo 1.95.0-fake");
     let c = Cordon::new()
         .with_env("HOME", &h)
+        .with_env("XDG_CONFIG_HOME", crate::util::config_home())
         .with_env("CARGO_HOME", h.join(".cargo"));
     let run = c.call(
         "bash",
