@@ -223,9 +223,15 @@ fn environment(request: &Setup, home: &Path, tmp: &Path) -> Result<Vec<CString>,
         ("TERM", OsStr::new("dumb")),
     ];
     debug_assert!(fixed.iter().map(|(k, _)| *k).eq(ENVIRONMENT));
-    let proxy: &[(&str, &str)] = match request.network {
-        Network::Allow(_) => &proxy::VARIABLES,
-        _ => &[],
+    let proxy: Vec<(&str, &str)> = match request.network {
+        Network::Allow(_) => proxy::VARIABLES.to_vec(),
+        // Nothing can be reached: a refusal is final, not a reason to try again.
+        Network::Off => proxy::VARIABLES
+            .iter()
+            .chain(&proxy::NO_RETRIES)
+            .copied()
+            .collect(),
+        Network::Open => Vec::new(),
     };
     let reserved = |k: &str| RESERVED.contains(&k) || proxy.iter().any(|(p, _)| *p == k);
     let mut values: Vec<(&str, &OsStr)> = fixed

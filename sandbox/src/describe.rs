@@ -41,8 +41,10 @@ impl Policy {
     fn network_line(&self) -> String {
         match &self.network {
             Network::Off => "- Network: none. No host can be reached (no package registry, no \
-                             git remote). The loopback works: a server a command starts on \
-                             127.0.0.1 answers its clients within the same command.\n"
+                             git remote): a client that uses HTTP_PROXY (curl, pip, npm, cargo, \
+                             git) is refused at once, and the output ends with the host and the \
+                             option that would allow it. The loopback works: a server a command \
+                             starts on 127.0.0.1 answers its clients within the same command.\n"
                 .into(),
             Network::Allow(list) => {
                 let hosts: Vec<String> = list.patterns.iter().map(|p| p.to_string()).collect();

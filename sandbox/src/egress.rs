@@ -21,13 +21,28 @@ pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 /// How commands may use the network.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Network {
-    /// An empty network namespace: nothing outside the command is reachable.
+    /// Nothing outside the command is reachable: its own network namespace with only its
+    /// loopback, where cordon's proxy refuses every host at once.
     #[default]
     Off,
     /// The names of the allowlist, through cordon's proxy; nothing else.
     Allow(Allowlist),
     /// The host's network, every address and port (`--bash-network`).
     Open,
+}
+
+impl Network {
+    /// The allowlist commands reach the network through cordon's proxy with: none on the
+    /// host's network; an empty one when the network is off, so that a client that honours
+    /// the proxy variables is refused at once, told the host it asked for and the option that
+    /// allows it, instead of failing a lookup and retrying.
+    pub fn proxied(&self) -> Option<Allowlist> {
+        match self {
+            Network::Off => Some(Allowlist::default()),
+            Network::Allow(allowlist) => Some(allowlist.clone()),
+            Network::Open => None,
+        }
+    }
 }
 
 /// The hosts and ports commands may reach, and the addresses the user gave for names.

@@ -107,9 +107,9 @@ fn prepare(init: &Prepared) -> Result<Waiting, String> {
     }
     let setup = init.setup;
     // While the init holds every capability of the namespaces it owns.
-    let listener = match setup.network {
-        super::Network::Allow(_) => Some(open_proxy()?),
-        _ => None,
+    let listener = match setup.network.proxied() {
+        Some(_) => Some(open_proxy()?),
+        None => None,
     };
     view::fresh(&view::Fresh {
         granted: init.granted,

@@ -48,6 +48,14 @@ pub const VARIABLES: [(&str, &str); 8] = [
     ("no_proxy", LOCAL),
 ];
 
+/// With the network off, the settings that make package managers take the proxy's refusal as
+/// final: pip, npm and cargo would otherwise try again for seconds.
+pub const NO_RETRIES: [(&str, &str); 3] = [
+    ("PIP_RETRIES", "0"),
+    ("npm_config_fetch_retries", "0"),
+    ("CARGO_NET_RETRY", "0"),
+];
+
 const URL: &str = "http://127.0.0.1:3128";
 const LOCAL: &str = "localhost,127.0.0.1,::1";
 

@@ -136,9 +136,11 @@ pub(super) fn confined(request: &Setup, sandbox_user: bool, plan: &Plan) -> Vec<
         ),
         Network::Off => on(
             "network",
-            "a network namespace with only its loopback, the shell's commands' own; no \
-             socket but TCP, UDP and Unix socket pairs (seccomp)"
-                .into(),
+            format!(
+                "a network namespace with only its loopback; cordon's proxy \
+                 (127.0.0.1:{PORT}) refuses every host; no socket but TCP, UDP and Unix \
+                 socket pairs (seccomp)"
+            ),
         ),
         Network::Allow(allowlist) => on(
             "network",

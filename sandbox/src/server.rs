@@ -378,15 +378,15 @@ impl Server {
             }
         };
         let hidden = self.hidden();
-        let (proxy, handover) = match &self.setup.network {
-            Network::Allow(allowlist) => {
-                let proxy = Proxy::new(allowlist.clone(), answers, report.clone());
+        let (proxy, handover) = match self.setup.network.proxied() {
+            Some(allowlist) => {
+                let proxy = Proxy::new(allowlist, answers, report.clone());
                 match start_proxy(&proxy) {
                     Ok(theirs) => (Some(proxy), Some(theirs)),
                     Err(why) => return refuse(why),
                 }
             }
-            _ => (None, None),
+            None => (None, None),
         };
         let memory = self.memory.of_next();
         let address_space = match &memory {

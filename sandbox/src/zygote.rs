@@ -32,7 +32,7 @@ use super::ns;
 use super::process;
 use super::view::{self, Sources, View};
 use super::wire::{self, FromZygote, Setup, ToZygote};
-use super::{DEFAULT_MEMORY_LIMIT, Network, Status, whole_secs};
+use super::{DEFAULT_MEMORY_LIMIT, Status, whole_secs};
 
 /// What the helper prepared before the clone.
 pub(super) struct Zygote {
@@ -156,15 +156,6 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
             "cannot name the UTS namespace: {}",
             io::Error::last_os_error()
         )));
-    }
-    // Without the host's network, the commands share this namespace: its loopback is theirs
-    // (a server and its client in one command), and nothing else is there.
-    if setup.network == Network::Off {
-        ns::loopback_up().map_err(|e| {
-            refusal(format!(
-                "cannot bring up the loopback of the commands' network namespace: {e}"
-            ))
-        })?;
     }
     let sources = match zygote.sources.take() {
         Some(sources) => sources,
@@ -421,7 +412,7 @@ impl Server<'_> {
         let (control, theirs) =
             process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
         let mut flags = ns::EVERY_COMMAND;
-        if let Network::Allow(_) = zygote.setup.network {
+        if zygote.setup.network.proxied().is_some() {
             flags |= libc::CLONE_NEWNET;
         }
         let pid = ns::clone(flags).map_err(|e| {

@@ -594,7 +594,11 @@ fn the_environment_holds_no_host_secrets() {
     let mut lines = run.stdout.lines();
     assert_eq!(
         lines.next(),
-        Some("HOME LANG LC_ALL PATH PWD SHLVL TERM TMPDIR _ "),
+        Some(
+            "ALL_PROXY CARGO_NET_RETRY HOME HTTPS_PROXY HTTP_PROXY LANG LC_ALL NO_PROXY PATH \
+             PIP_RETRIES PWD SHLVL TERM TMPDIR _ all_proxy http_proxy https_proxy no_proxy \
+             npm_config_fetch_retries "
+        ),
         "{run:?}"
     );
     assert_eq!(lines.next(), Some("0"), "{run:?}");

@@ -294,3 +294,28 @@ fn a_named_set_allows_its_hosts_and_a_refusal_names_the_set() {
         "{run:?}"
     );
 }
+
+/// With the network off, a client that honours the proxy variables is refused by cordon's
+/// proxy at once, and the output ends with the host it asked for and the option (and set) that
+/// would allow it; package managers are told not to try again.
+#[test]
+fn with_the_network_off_a_client_is_refused_at_once_and_told_the_way() {
+    let c = Cordon::new();
+    let out = bash(
+        &c,
+        "curl -sS https://pypi.org/simple/six/; echo curl=$?; \
+         git clone -q https://github.com/example/project.git 2>&1 | tail -1; \
+         echo $PIP_RETRIES $npm_config_fetch_retries $CARGO_NET_RETRY",
+    );
+    assert!(out.contains("CONNECT tunnel failed, response 403"), "{out}");
+    assert!(out.contains("curl=56"), "{out}");
+    assert!(out.contains("0 0 0\n"), "{out}");
+    for line in [
+        "[network: blocked pypi.org:443; allow it with --allow-domain pypi.org, or the hosts of \
+         its set with --allow-domain @pypi]",
+        "[network: blocked github.com:443; allow it with --allow-domain github.com, or the hosts \
+         of its set with --allow-domain @github]",
+    ] {
+        assert_eq!(out.matches(line).count(), 1, "{line}\n{out}");
+    }
+}
