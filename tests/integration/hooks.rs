@@ -18,9 +18,16 @@ fn runnable_hooks(root: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        // A stand-in may be going as the walk passes: a session's helper removes its stand-ins
+        // just after the session ends.
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
             let path = entry.path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
             if meta.is_dir() {
                 dirs.push(path);
                 continue;
