@@ -14,6 +14,10 @@ wasmtime::component::bindgen!({
 
 pub use self::cordon::tool::types::{Counter, Declaration, Display, Kind};
 
+/// The version of `wit/cordon.wit`, which these bindings are of: the current one, which the
+/// plugin kit and the built-in plugins are built against.
+pub const VERSION: &str = "0.2.0";
+
 /// The WIT package's interface names, as they appear in a component's imports less their
 /// version: a capability is granted, or not, whichever version of the contract asks for it.
 pub mod interface {

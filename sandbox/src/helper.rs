@@ -20,6 +20,9 @@ use super::process::{Waited, dup2, exited, open_null, wait};
 use super::wire::{self, Report, Request};
 use super::{Network, Policy, SANDBOX_ARG, Status, signal_name, whole_secs};
 
+/// The second argument of a shell's helper (`cordon __sandbox shell`).
+pub(super) const SHELL_ARG: &str = "shell";
+
 /// The default helper: this very program, even if it was replaced on disk since it started.
 pub(super) const SELF: &str = "/proc/self/exe";
 
@@ -61,7 +64,7 @@ pub(super) fn command(policy: &Policy) -> Result<Command, String> {
 
 /// Runs the sandbox helper and exits; see the module documentation.
 pub(crate) fn sandbox_main() -> ! {
-    if std::env::args_os().nth(2).as_deref() == Some(super::shell::SHELL_ARG.as_ref()) {
+    if std::env::args_os().nth(2).as_deref() == Some(SHELL_ARG.as_ref()) {
         super::server::serve();
     }
     let report = once().unwrap_or_else(Report::refused);

@@ -26,9 +26,6 @@ use super::runner::{self, Pipes};
 use super::wire::{self, Setup, ToHelper};
 use super::{Completion, Hooks, Network, Policy, helper};
 
-/// The second argument of a shell's helper (`cordon __sandbox shell`).
-pub(super) const SHELL_ARG: &str = "shell";
-
 /// Bash commands run under one [`Policy`], by a helper kept between them.
 pub struct Shell {
     policy: Policy,
@@ -194,7 +191,7 @@ impl Shell {
         let (ours, theirs) =
             socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
         let child = helper::command(&self.policy)?
-            .arg(SHELL_ARG)
+            .arg(helper::SHELL_ARG)
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
             // A helper that panics says why on cordon's own standard error.

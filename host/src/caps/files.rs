@@ -22,7 +22,6 @@ use wasmtime::component::{ComponentType, Linker, Lower, WasmList};
 
 use crate::bindings::cordon::tool::files::ReplaceError;
 use crate::bindings::interface;
-use crate::contract;
 use crate::grants::Roots;
 use crate::state::State;
 
@@ -30,7 +29,7 @@ use crate::state::State;
 /// the generated binding would first copy them into a buffer of the host's, which for a large
 /// file costs as much again as writing it.
 pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
-    let name = interface::versioned(interface::FILES, contract::CURRENT);
+    let name = interface::versioned(interface::FILES, crate::bindings::VERSION);
     link(linker, &name, |error| error)
 }
 

@@ -22,7 +22,7 @@ pub const PACKAGE: &str = "cordon:tool";
 
 /// The version of `wit/cordon.wit`: the one the plugin kit and the built-in plugins are built
 /// against.
-pub const CURRENT: &str = "0.2.0";
+pub const CURRENT: &str = crate::bindings::VERSION;
 
 /// A version of the contract that cordon serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
