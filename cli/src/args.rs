@@ -235,11 +235,11 @@ pub enum Command {
         #[command(subcommand)]
         command: PluginsCommand,
     },
-    /// Serve tool calls as JSON lines on standard input and output (see the README for the
+    /// Serve tool calls as JSON lines on standard input and output (see docs/session.md for the
     /// protocol).
     Session,
     /// Serve the tools to Model Context Protocol clients: over standard input and output, or
-    /// with --http over Streamable HTTP (see the README).
+    /// with --http over Streamable HTTP (see docs/mcp.md).
     ///
     /// With `--permissions ask` the user is asked through the client (MCP elicitation); a
     /// client that cannot ask gets those calls refused.

@@ -248,7 +248,7 @@ fn pool() -> PoolingAllocationConfig {
         // kernel and fault in again at the next call: a third of a small call's time. Instead,
         // find the pages the call dirtied (Linux's PAGEMAP_SCAN, 6.7+) and zero up to this much
         // in place, keeping them resident. Measured on a 4 KiB `read_file`: see
-        // the README, "Performance".
+        // docs/performance.md.
         .pagemap_scan(Enabled::Auto)
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(KEEP_RESIDENT)

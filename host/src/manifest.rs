@@ -89,7 +89,7 @@ pub struct ManifestLimits {
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
     #[error(
-        "{} has no manifest: write {} beside it (see the README, \"Writing a plugin\")",
+        "{} has no manifest: write {} beside it (see docs/plugins.md)",
         component.display(),
         manifest.display()
     )]

@@ -98,7 +98,7 @@ pub async fn serve(
 async fn serve_stdio(shared: Arc<Shared>) -> anyhow::Result<()> {
     // When stdin and stdout are pipes (as MCP clients launch servers), read and write them on
     // the reactor instead of handing every message to a blocking thread and back: a fifth of
-    // a small call's time (see the README, "Performance"). Anything else falls back to `stdio()`.
+    // a small call's time (see docs/performance.md). Anything else falls back to `stdio()`.
     let service = match Pinged(Server::new(shared))
         .serve(rmcp::transport::stdio_pipes())
         .await
