@@ -227,7 +227,7 @@ pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>,
     let toolchains = match settings.toolchains {
         true => found,
         false => {
-            policy.ungranted = ungranted(&found);
+            policy.ungranted = found.iter().flat_map(|t| t.path.iter().cloned()).collect();
             Vec::new()
         }
     };
@@ -276,29 +276,6 @@ pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>,
         })?,
     }
     Ok(toolchains)
-}
-
-/// The programs of the toolchains `found` (left out), each with the note that names the
-/// option that grants it.
-fn ungranted(found: &[Toolchain]) -> Vec<(String, String)> {
-    let mut programs = Vec::new();
-    for dir in found.iter().flat_map(|t| &t.path) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for name in entries
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-        {
-            let note = format!(
-                "{name} is in {}, one of your toolchains, which bash commands get with \
-                 --toolchains",
-                dir.display()
-            );
-            programs.push((name, note));
-        }
-    }
-    programs
 }
 
 /// Settles the bash settings of `options` (whose workspace is canonical): `config`'s `[bash]`

@@ -231,10 +231,10 @@ pub struct Policy {
     /// Paths that stay out of sight even inside a granted tree (the user's keys and
     /// credentials): an empty directory, or an empty file, stands over each that exists.
     pub hidden: Vec<PathBuf>,
-    /// Programs a command may not find on its `PATH`, each with a note on what would make it
-    /// found (a toolchain of the user's left out): the note is added to the output of a
-    /// command that says the program was not found. The host's side alone reads it.
-    pub ungranted: Vec<(String, String)>,
+    /// The `PATH` directories of the user's toolchains left out: a command whose output says
+    /// it did not find a program that one of them holds gets a note naming it and
+    /// `--toolchains`. Only the host's side reads it, and only then.
+    pub ungranted: Vec<PathBuf>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).

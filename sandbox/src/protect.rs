@@ -379,16 +379,6 @@ pub fn hint(output: &str, protected: &[String]) -> Option<String> {
     if !read_only && !busy {
         return None;
     }
-    let holders: Vec<String> = {
-        let mut dirs: Vec<String> = (protected.iter())
-            .flat_map(|p| Path::new(p).ancestors().skip(1))
-            .filter(|d| !d.as_os_str().is_empty())
-            .map(|d| d.display().to_string())
-            .collect();
-        dirs.sort();
-        dirs.dedup();
-        dirs
-    };
     let mut lines = Vec::new();
     if read_only && let Some(named) = named(output, protected) {
         lines.push(format!(
@@ -396,7 +386,7 @@ pub fn hint(output: &str, protected: &[String]) -> Option<String> {
              --unprotect PATH]"
         ));
     }
-    if busy && let Some(named) = named(output, &holders) {
+    if busy && let Some(named) = named(output, &holders(protected)) {
         lines.push(format!(
             "[cordon: bash may not move or remove a directory that holds protected paths \
              ({named}); allow them with --unprotect PATH]"
@@ -407,6 +397,19 @@ pub fn hint(output: &str, protected: &[String]) -> Option<String> {
     }
     let newline = if output.ends_with('\n') { "" } else { "\n" };
     Some(format!("{newline}{}\n", lines.join("\n")))
+}
+
+/// The directories that hold `protected` paths inside the workspace (relative to it), each
+/// once.
+pub(crate) fn holders(protected: &[String]) -> Vec<String> {
+    let mut dirs: Vec<String> = (protected.iter())
+        .flat_map(|p| Path::new(p).ancestors().skip(1))
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(|d| d.display().to_string())
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }
 
 /// The paths of `paths` that `output` names, joined: as the workspace names them, or from a

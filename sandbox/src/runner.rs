@@ -180,13 +180,11 @@ pub(super) fn collect(
             if let Some(hint) = protect::hint(&output, &protected) {
                 output.push_str(&hint);
             }
-            for (program, note) in &policy.ungranted {
-                if output.contains(&format!("{program}: command not found")) {
-                    if !output.ends_with('\n') {
-                        output.push('\n');
-                    }
-                    output.push_str(&format!("[cordon: {note}]\n"));
+            for note in ungranted(&output, &policy.ungranted) {
+                if !output.ends_with('\n') {
+                    output.push('\n');
                 }
+                output.push_str(&note);
             }
             // Once: a client may have printed the proxy's refusal (its body) already.
             let unseen: Vec<&str> = (blocked.iter())
@@ -224,6 +222,28 @@ pub(super) fn collect(
         layers,
         blocked,
     }
+}
+
+/// The notes for the programs `output` says bash did not find that one of the toolchain
+/// directories `dirs` holds: where it is, and the option that grants it.
+fn ungranted(output: &str, dirs: &[PathBuf]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for line in output.lines() {
+        let Some(program) = (line.strip_suffix(": command not found"))
+            .and_then(|l| l.rsplit(": ").next())
+            .filter(|p| !p.is_empty() && !p.contains('/'))
+        else {
+            continue;
+        };
+        if let Some(dir) = dirs.iter().find(|d| d.join(program).is_file()) {
+            notes.push(format!(
+                "[cordon: {program} is in {}, one of your toolchains, which bash commands get \
+                 with --toolchains]\n",
+                dir.display()
+            ));
+        }
+    }
+    notes
 }
 
 /// The request, serialized into an anonymous memory file positioned at its start.

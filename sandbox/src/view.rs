@@ -18,6 +18,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::ns::{self, Access};
+use super::protect;
 use super::wire::{self, Setup};
 use super::{HOME, READ_ROOTS, SECRET_PATHS};
 
@@ -361,21 +362,12 @@ pub(super) fn cover(covers: &Covers) -> Result<(), String> {
         // point of its own (writable as before, with what is mounted below it): a mount
         // point can be neither renamed nor removed, so no command moves a git directory, or
         // what holds one, away from its protection and back.
-        let mut above: Vec<&Path> = (covers.protected.iter())
-            .flat_map(|rel| Path::new(rel).ancestors().skip(1))
-            .filter(|dir| !dir.as_os_str().is_empty())
-            .collect();
-        above.sort_by_key(|dir| (dir.components().count(), *dir));
-        above.dedup();
-        let leaves = covers
-            .protected
-            .iter()
-            .map(|rel| (Path::new(rel), Access::ReadOnly));
-        for (rel, access) in above
-            .into_iter()
-            .map(|dir| (dir, Access::Writable))
-            .chain(leaves)
-        {
+        let mut above = protect::holders(covers.protected);
+        above.sort_by_key(|dir| Path::new(dir).components().count());
+        let above = above.iter().map(|dir| (dir, Access::Writable));
+        let leaves = covers.protected.iter().map(|rel| (rel, Access::ReadOnly));
+        for (rel, access) in above.chain(leaves) {
+            let rel = Path::new(rel);
             let path = covers.workspace.join(rel);
             // Onto what was opened, so that nothing swapped in since moves the cover.
             let protect = || -> io::Result<()> {
