@@ -17,6 +17,29 @@ fn component(package: &str) -> PathBuf {
     wasm_components(&[package]).join(format!("{package}.wasm"))
 }
 
+/// A workspace with the plugin `name` (the component `from`, the manifest `manifest`, which
+/// grants the shell) allowed the shell by the user, its calls under `permissions`; and the
+/// plugin directory, which must outlive the runs.
+fn with_shell(
+    name: &str,
+    from: &std::path::Path,
+    manifest: &str,
+    permissions: &str,
+) -> (Cordon, tempfile::TempDir) {
+    let dir = plugin_dir(name, from, manifest);
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, format!("[plugins.{name}]\nallow_shell = true\n")).unwrap();
+    let cordon = Cordon::new().with_args(&[
+        "--plugins",
+        dir.path().to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+        "--permissions",
+        permissions,
+    ]);
+    (cordon, dir)
+}
+
 /// Loads the component of `package` as plugin `name` under `manifest`, expects cordon to refuse
 /// to start (exit 2), and returns what it said.
 fn refused_at_load(name: &str, package: &str, manifest: &str) -> String {
@@ -402,21 +425,8 @@ fn tools_and_plugins_check_show_the_kind_the_grants_impose() {
 
 #[test]
 fn a_tool_of_a_plugin_with_the_shell_is_an_execute_tool() {
-    let dir = plugin_dir(
-        "hostile",
-        &component("hostile"),
-        &format!("{HOSTILE_TOOLS}\n[grants]\nshell = true\n"),
-    );
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, "[plugins.hostile]\nallow_shell = true\n").unwrap();
-    let cordon = Cordon::new().with_args(&[
-        "--plugins",
-        dir.path().to_str().unwrap(),
-        "--config",
-        config.to_str().unwrap(),
-        "--permissions",
-        "deny",
-    ]);
+    let manifest = format!("{HOSTILE_TOOLS}\n[grants]\nshell = true\n");
+    let (cordon, _dir) = with_shell("hostile", &component("hostile"), &manifest, "deny");
     let run = cordon.call("env", json!({}));
     assert_eq!(
         run.stdout, "[command rejected by the user]",

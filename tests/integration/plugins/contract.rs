@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::component;
+use super::{component, with_shell};
 use crate::util::{Cordon, Run, plugin_dir};
 
 /// The fixture's component, committed as it was built against 0.1.0 (never rebuilt here).
@@ -17,22 +17,9 @@ fn fixture() -> PathBuf {
 
 /// A workspace with the fixture granted the workspace and the shell, every call allowed.
 fn with_fixture() -> (Cordon, tempfile::TempDir) {
-    let dir = plugin_dir(
-        "v0_1",
-        &fixture(),
-        "tools = [\"write\", \"context\", \"run\"]\n[grants]\nwrite = [\".\"]\nshell = true\n",
-    );
-    let config = dir.path().join("config.toml");
-    std::fs::write(&config, "[plugins.v0_1]\nallow_shell = true\n").unwrap();
-    let cordon = Cordon::new().with_args(&[
-        "--plugins",
-        dir.path().to_str().unwrap(),
-        "--config",
-        config.to_str().unwrap(),
-        "--permissions",
-        "allow",
-    ]);
-    (cordon, dir)
+    let manifest =
+        "tools = [\"write\", \"context\", \"run\"]\n[grants]\nwrite = [\".\"]\nshell = true\n";
+    with_shell("v0_1", &fixture(), manifest, "allow")
 }
 
 fn succeeded(run: &Run) -> &str {
