@@ -16,11 +16,11 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use super::protect::{Guard, Protected};
+use super::protect::{GIT_NAMES, GIT_NESTS, Guard, Protected, ROOT_NAMES};
 
 /// What a watch reports: entries made, removed or renamed in the directory, and the directory
 /// itself removed or renamed.
@@ -39,6 +39,8 @@ const NAMES: [&str; 2] = [".git", "CACHEDIR.TAG"];
 
 /// The protected paths of one workspace, kept current.
 pub(super) struct Index {
+    /// The workspace, once read.
+    root: PathBuf,
     /// The inotify instance; none when watching was given up (every call scans).
     inotify: Option<OwnedFd>,
     /// The work-tree directories read, by path.
@@ -50,6 +52,13 @@ pub(super) struct Index {
     found: Vec<Protected>,
     /// Whether the whole workspace is to be scanned again.
     stale: bool,
+    /// The work-tree directories to read again.
+    dirty: HashSet<PathBuf>,
+    /// Whether a protected name was made, removed or renamed since [`Index::touched`] was
+    /// last asked.
+    touched: bool,
+    /// How many events were read: the same count, nothing changed in a watched directory.
+    events: u64,
 }
 
 /// A work-tree directory as read.
@@ -67,13 +76,38 @@ impl Index {
         // SAFETY: a plain system call; the result is checked.
         let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
         Index {
+            root: PathBuf::new(),
             // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
             inotify: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
             dirs: HashMap::new(),
             watches: HashMap::new(),
             found: Vec::new(),
             stale: true,
+            dirty: HashSet::new(),
+            touched: false,
+            events: 0,
         }
+    }
+
+    /// A count that changes whenever something may have changed in the workspace's watched
+    /// directories (the work tree's and those of its git directories); none when watching was
+    /// given up (anything may have changed).
+    pub fn events(&mut self) -> Option<u64> {
+        self.drain();
+        self.inotify.as_ref().map(|_| self.events)
+    }
+
+    /// The inotify instance, readable when a change is queued; none when watching was given
+    /// up.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.inotify.as_ref().map(AsFd::as_fd)
+    }
+
+    /// Whether a protected name was made, removed or renamed since this was last asked (the
+    /// queue read): at the workspace root, in a git directory, or a `.git` anywhere.
+    pub fn touched(&mut self) -> bool {
+        self.drain();
+        std::mem::take(&mut self.touched)
     }
 
     /// The protected paths of the workspace now (as [`Guard::scan`] finds them).
@@ -82,7 +116,8 @@ impl Index {
             self.found = guard.scan();
             return &self.found;
         }
-        let dirty = self.changed();
+        self.drain();
+        let dirty = std::mem::take(&mut self.dirty);
         if self.stale {
             self.rebuild(guard);
         } else if !dirty.is_empty() {
@@ -103,11 +138,10 @@ impl Index {
     }
 
     /// Reads the queue: the work-tree directories to read again (the whole scan is due
-    /// instead when the kernel dropped events).
-    fn changed(&mut self) -> HashSet<PathBuf> {
-        let mut dirty = HashSet::new();
+    /// instead when the kernel dropped events), and whether a protected name was touched.
+    fn drain(&mut self) {
         let Some(inotify) = self.inotify.as_ref().map(|fd| fd.as_raw_fd()) else {
-            return dirty;
+            return;
         };
         let mut buffer = vec![0u8; 64 << 10];
         loop {
@@ -121,12 +155,14 @@ impl Index {
                 // SAFETY: the kernel wrote a whole event at `at`; read unaligned.
                 let event: libc::inotify_event =
                     unsafe { std::ptr::read_unaligned(buffer[at..].as_ptr().cast()) };
+                self.events += 1;
                 let start = at + std::mem::size_of::<libc::inotify_event>();
                 let end = start + event.len as usize;
                 let name = buffer[start..end.min(n as usize)].split(|b| *b == 0).next();
                 at = end;
                 if event.mask & libc::IN_Q_OVERFLOW != 0 {
                     self.stale = true;
+                    self.touched = true;
                     continue;
                 }
                 let Some((watched, owner)) = self.watches.get(&event.wd) else {
@@ -134,15 +170,20 @@ impl Index {
                 };
                 let name = OsStr::from_bytes(name.unwrap_or_default());
                 let in_tree = watched == owner;
+                let is = |names: &[&str]| names.iter().any(|n| name == *n);
+                self.touched |= match in_tree {
+                    true => name == ".git" || (self.root == *watched && is(&ROOT_NAMES)),
+                    false => is(&GIT_NAMES) || is(&GIT_NESTS),
+                };
                 let matters = !in_tree
                     || event.mask & (libc::IN_ISDIR | libc::IN_DELETE_SELF | libc::IN_MOVE_SELF)
                         != 0
                     || NAMES.iter().any(|n| name == *n);
                 if matters {
-                    dirty.insert(owner.clone());
+                    self.dirty.insert(owner.clone());
                     // A directory removed or renamed away: its parent reads it as gone.
                     if in_tree && event.mask & (libc::IN_DELETE_SELF | libc::IN_MOVE_SELF) != 0 {
-                        dirty.extend(watched.parent().map(Path::to_path_buf));
+                        self.dirty.extend(watched.parent().map(Path::to_path_buf));
                     }
                 }
                 if event.mask & libc::IN_IGNORED != 0 {
@@ -150,7 +191,6 @@ impl Index {
                 }
             }
         }
-        dirty
     }
 
     /// Forgets everything and scans the whole workspace.
@@ -161,6 +201,7 @@ impl Index {
         }
         self.dirs.clear();
         self.stale = false;
+        self.root = guard.workspace().to_path_buf();
         self.add(guard, guard.workspace().to_path_buf());
         self.collect(guard);
     }

@@ -13,13 +13,12 @@
 //!   protected as a whole, and so is a `modules` or `worktrees` that is a link;
 //! - at the workspace root: [`ROOT_NAMES`].
 //!
-//! A protected path that does not exist when a command starts cannot be created by it either:
-//! the view mounts an empty read-only directory there (created for the call and removed after
-//! it), so `.envrc` or `.git/hooks` stays uncreatable — except the names git reads as files
-//! ([`Rule::stands_in`]), which a directory would break. What a command makes that these rules
-//! protect without its view having covered it (a git directory made during the call, or such
-//! a name) is judged once the command is over ([`super::quarantine`]). `Guard::unprotect`
-//! relaxes a path and everything below it.
+//! A protected path that does not exist when a command starts gets nothing in its view (an
+//! empty directory standing in for it would show in the user's workspace, in listings and in
+//! archives, and break git where git reads a file). What a command makes that these rules
+//! protect without its view having covered it (a `.envrc`, a git directory made during the
+//! call) is judged as soon as the helper hears of it and again once the command is over
+//! ([`super::quarantine`]). `Guard::unprotect` relaxes a path and everything below it.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -118,17 +117,6 @@ impl Rule {
                 "your editor runs the tasks and settings it holds"
             }
             Rule::Root(_) => "your shell runs it when it starts",
-        }
-    }
-
-    /// Whether a missing path of this rule gets an empty directory standing in for it while
-    /// a command runs: not the names git reads as files when they exist (a directory there
-    /// would break git), nor what is protected only as a link.
-    pub fn stands_in(self) -> bool {
-        match self {
-            Rule::Git(name) => matches!(name, "hooks" | "config" | "info"),
-            Rule::Root(_) => true,
-            Rule::GitLink | Rule::GitNest(_) | Rule::GitDir => false,
         }
     }
 }

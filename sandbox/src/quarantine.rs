@@ -1,8 +1,10 @@
-//! What a command made that the protection rules cover but its view did not, judged once the
-//! command is over and every process of it is gone: a git directory made during the call
-//! (`git init`, `git clone`, `git submodule add`, at the root or nested), or a name of a
-//! protected git directory that gets no stand-in ([`Rule::stands_in`]). A mount covers only
-//! what exists when the command starts; this closes the rest by the end of the call.
+//! What a command made that the protection rules cover but its view did not: a protected
+//! name that was missing when the command started (`.envrc`, `.vscode`, a git directory's
+//! `hooks` or `config`), or a git directory made during the call (`git init`, `git clone`,
+//! `git submodule add`, at the root or nested). A mount covers only what exists when the
+//! command starts; this judges the rest as soon as the helper hears of it (a name made at the
+//! workspace root or in a git directory), and again once the command is over and every process
+//! of it is gone.
 //!
 //! What git made stays: sample hooks, an `info` directory, a config of plain settings
 //! ([`SAFE_KEYS`]), a work tree's `commondir` back to its repository, a `.git` file pointing at

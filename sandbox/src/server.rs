@@ -9,16 +9,19 @@
 //! namespaces of its own.
 //!
 //! Each command then costs what must be fresh for it, and no more. The helper raises the
-//! shield over the workspace's protected paths ([`Shield`], kept raised while commands follow
-//! one another within [`LINGER`]), starts the command's proxy when it has an allowlist, and
-//! asks the zygote for it. Its memory cgroup is ready before it is asked for: the helper
+//! shield over the workspace's protected paths ([`Shield`]), starts the command's proxy when
+//! it has an allowlist, and asks the zygote for it. Its memory cgroup is ready before it is asked for: the helper
 //! moves the zygote into a fresh cgroup while the command before runs, so the command's init
 //! is born in its own (a task moved into a v1 cgroup waits for an RCU grace period, which
 //! would otherwise be paid on every call). When the command's init says how bash ended (on a
 //! pipe the zygote hands over; in a one-command shell, through the zygote), or the zygote
 //! says the init exited without saying it, the helper reads whether the kernel killed the
-//! command for lack of memory, lowers the shield and writes the report on the command's report
-//! pipe; the command's cgroup serves a later command once the zygote says the init is gone.
+//! command for lack of memory, judges what the command made of the protected paths outside
+//! its covers and writes the report on the command's report pipe; the command's cgroup serves
+//! a later command once the zygote says the init is gone. While commands run, a protected name
+//! made in the workspace is judged as soon as the helper hears of it (the shield's inotify
+//! instance is among what it polls), so that it is set aside within moments, not at the end
+//! of a long command.
 //!
 //! A command is killed when the host says so ([`ToHelper::Stop`]), when its host end of the
 //! report pipe closes, and at its timeout (by the zygote). When the host goes away the helper
@@ -99,10 +102,10 @@ struct Server {
     granted: Vec<PathBuf>,
     memory: Memories,
     calls: HashMap<u64, Call>,
-    /// The workspace's protected paths, held while commands may see them.
+    /// The workspace's protected paths.
     shield: Shield,
-    /// Since when no command has run, while the shield is still raised.
-    idle: Option<Instant>,
+    /// The notices of what was set aside while commands ran, for the next command to end.
+    judged: Vec<String>,
     covers: Covers,
     /// The ready init the zygote offered, when the offer still holds.
     offered: Option<Offered>,
@@ -142,10 +145,6 @@ impl Covers {
     }
 }
 
-/// How long the shield stays raised after the last command, for a command that follows: its
-/// stand-ins are then in place, not made again.
-const LINGER: Duration = Duration::from_secs(1);
-
 /// The memory cgroups of commands: each is made before its command is asked for, and the
 /// zygote moves into it right after starting the command before, so that the command's init
 /// is born in it.
@@ -170,6 +169,8 @@ struct Call {
     report: Arc<Mutex<File>>,
     /// The protected paths it saw read-only.
     protected: Vec<String>,
+    /// The shield's count of events when it started ([`Shield::judge`]).
+    events: Option<u64>,
     cgroup: Option<Cgroup>,
     proxy: Option<Arc<Proxy>>,
     memory: Memory,
@@ -282,7 +283,7 @@ impl Server {
             memory,
             calls: HashMap::new(),
             shield,
-            idle: None,
+            judged: Vec::new(),
             covers: Covers::default(),
             offered: None,
             sent: 0,
@@ -307,15 +308,14 @@ impl Server {
                 let status = call.status.as_ref().map_or(-1, |f| f.as_raw_fd());
                 fds.extend([pollfd(report, 0), pollfd(status, libc::POLLIN)]);
             }
-            let wait = self.idle.map_or(-1, |since| {
-                let left = LINGER.saturating_sub(since.elapsed());
-                left.as_millis().clamp(1, i32::MAX as u128) as i32
-            });
+            // What is made while commands run is judged as it is made.
+            let watch = match ids.is_empty() {
+                true => None,
+                false => self.shield.watch().map(|fd| fd.as_raw_fd()),
+            };
+            fds.push(pollfd(watch.unwrap_or(-1), libc::POLLIN));
             // SAFETY: a valid array of pollfd.
-            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
-            if self.idle.is_some_and(|since| since.elapsed() >= LINGER) {
-                self.lower();
-            }
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
             if ready < 0 {
                 if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -334,6 +334,14 @@ impl Server {
                 {
                     self.finish(*id, status);
                 }
+            }
+            // Heard on the inotify instance, or read from it meanwhile (by a raise).
+            if !self.calls.is_empty() && self.shield.touched() {
+                let covered: Vec<String> = (self.calls.values())
+                    .flat_map(|call| call.protected.iter().cloned())
+                    .collect();
+                let judged = self.shield.judge_made(&covered);
+                self.judged.extend(judged);
             }
             if fds[0].revents != 0 {
                 match wire::recv::<ToHelper>(host.as_fd()) {
@@ -369,13 +377,9 @@ impl Server {
         let refuse = |why: String| {
             write_report(&report, &Report::refused(why));
         };
-        self.idle = None;
         let raised = match self.shield.raise() {
             Ok(raised) => raised,
-            Err(why) => {
-                self.settle();
-                return refuse(why);
-            }
+            Err(why) => return refuse(why),
         };
         let hidden = self.hidden();
         let (proxy, handover) = match self.setup.network.proxied() {
@@ -436,7 +440,6 @@ impl Server {
             if let Some(then) = then {
                 then.remove();
             }
-            self.settle();
             return refuse(format!("cannot reach the sandbox's zygote: {e}"));
         }
         // Without a next one, the zygote stays in its cgroup: not this command's to remove.
@@ -448,6 +451,7 @@ impl Server {
             Call {
                 report,
                 protected: raised.protected,
+                events: raised.events,
                 cgroup,
                 proxy,
                 memory,
@@ -530,7 +534,8 @@ impl Server {
         receipt::set_memory(&mut layers, &call.memory);
         // Every process of the command is gone (its init reaped them all before it said how
         // bash ended, or the kernel killed them with it).
-        let quarantined = self.shield.judge(&call.protected);
+        let mut quarantined = std::mem::take(&mut self.judged);
+        quarantined.extend(self.shield.judge(&call.protected, call.events));
         let report = Report {
             status,
             layers,
@@ -538,28 +543,10 @@ impl Server {
             blocked: blocked.unwrap_or_default(),
             quarantined,
         };
-        self.settle();
         write_report(&call.report, &report);
         if let Some(cgroup) = call.cgroup {
             self.memory.over(id, cgroup);
         }
-    }
-
-    /// Lowers the shield once no command runs (the stand-ins go before the host hears the
-    /// last command ended), or after [`LINGER`] when commands may follow.
-    fn settle(&mut self) {
-        if !self.calls.is_empty() {
-            return;
-        }
-        match self.setup.many {
-            true => self.idle = Some(Instant::now()),
-            false => self.lower(),
-        }
-    }
-
-    fn lower(&mut self) {
-        self.idle = None;
-        self.shield.lower();
     }
 
     /// Kills the command of call `id`, if it runs.
@@ -594,10 +581,9 @@ impl Server {
             // once they are reaped, what the commands made is judged (no one hears it).
             reap_orphans(Instant::now() + ORPHANS_GRACE);
             for call in self.calls.values() {
-                self.shield.judge(&call.protected);
+                self.shield.judge(&call.protected, None);
             }
         }
-        self.lower();
         for (_, call) in self.calls.drain() {
             if let Some(proxy) = &call.proxy {
                 proxy.close();

@@ -63,8 +63,7 @@ impl Shell {
     }
 
     /// Tells the shell, before its helper starts, that one command is all it will run (a
-    /// one-shot `cordon call`): the stand-ins of the workspace's missing protected paths then
-    /// go before the command's report, not a moment later, since no command follows.
+    /// one-shot `cordon call`): no init is readied ahead for a command that would follow.
     pub fn expect_one_command(&mut self) {
         self.many = false;
     }

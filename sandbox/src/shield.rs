@@ -1,74 +1,58 @@
-//! The protected paths of a shell's commands ([`super::protect`]), ready for the view: each
-//! one that exists, and an empty directory standing in for each one that does not, checked
-//! beneath the workspace without following a symbolic link. Each command's init mounts them
-//! read-only (opening each the same way, [`super::view::fresh`]).
+//! The protected paths of a shell's commands ([`super::protect`]) as they are when each
+//! command starts: each one that exists, checked beneath the workspace without following a
+//! symbolic link, which each command's view mounts read-only ([`super::view::cover`]).
 //!
-//! The helper raises the shield before each command ([`Shield::raise`]): the workspace is
-//! scanned again (a command may have made a git directory), and what is still protected and
-//! still in place stays held, so commands that follow one another do not make and remove the
-//! same stand-ins each time. The helper lowers the shield once no command has run for a
-//! moment, and when it ends ([`Shield::lower`]).
+//! A protected path that does not exist gets nothing: nothing appears in the workspace
+//! because of protection. What a command makes there is judged instead, as soon as the
+//! helper hears of it and again when the command is over ([`Shield::judge`],
+//! [`super::quarantine`]).
 //!
-//! Commands of several shells run at once in one workspace (an MCP client's parallel calls, two
-//! sessions), and a stand-in made by one may be mounted by another. So every protected
-//! directory is held with a shared `flock` while commands may see it, and a stand-in is marked
-//! by its mode ([`STAND_IN_MODE`], which no tool gives a directory): the shell that lets go of
-//! it last, whichever made it, takes the lock exclusively and removes it (only while still
-//! empty and still there, so nothing else is ever removed).
+//! The helper raises the shield before each command ([`Shield::raise`]): the index says what
+//! is protected now, and what is as it was the command before (the same file or directory,
+//! or still missing) keeps the shield's generation, so that the next command's init, covered
+//! ahead as the last one was, can take the command at once.
 
-use std::collections::HashMap;
-use std::ffi::CString;
+use std::collections::{HashMap, HashSet};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::index::Index;
 use super::ns;
-use super::protect::{Guard, Protected};
+use super::protect::{Guard, Protected, Rule};
 use super::quarantine;
 use super::wire::{self, Setup};
 
-/// The mode of a stand-in: sticky and read-only, which marks it for any call that finds it.
-const STAND_IN_MODE: u32 = 0o1555;
-
-/// How often a call tries again to hold a protected directory that another call removed
-/// between finding and locking it.
-const ATTEMPTS: usize = 8;
-
-/// The protected paths of a shell's workspace, each present (a stand-in for a missing one).
+/// The protected paths of a shell's workspace.
 pub(super) struct Shield {
     guard: Guard,
     workspace: OwnedFd,
-    /// The protected paths held, by the path the user names them with.
-    held: HashMap<String, Held>,
+    /// What was at each protected path when the last command started, by the path the user
+    /// names it with: its (device, inode), or none when it was missing.
+    seen: HashMap<String, Option<(u64, u64)>>,
     /// Counts the changes of what is protected: a path protected, or let go of, or found
-    /// replaced.
+    /// made, removed or replaced.
     generation: u64,
+    /// The protected paths that existed when the last command started, and the index's count
+    /// of events then: while it is the same, so are they.
+    raised: Option<(Vec<String>, u64)>,
     /// The protected paths of the workspace, kept current between commands.
     index: Index,
 }
 
-/// A protected path, as found; a directory is held with a shared lock.
-struct Held {
-    parent: OwnedFd,
-    name: CString,
-    /// The directory, locked; none for a file.
-    dir: Option<OwnedFd>,
-    /// The (device, inode) of what is at the path.
-    identity: (u64, u64),
-    stand_in: bool,
-}
-
-/// The protected paths of the workspace for a command, and the generation of that list: the
-/// same generation, the same paths with the same files and directories at them.
+/// The protected paths of the workspace that exist, for a command, and the generation of
+/// that list: the same generation, the same paths with the same files and directories at
+/// them.
 pub(super) struct Raised {
     pub protected: Vec<String>,
     pub generation: u64,
+    /// The index's count of events once they were found ([`Shield::judge`]).
+    pub events: Option<u64>,
 }
 
 impl Shield {
-    /// The shield of the workspace of `setup`, holding nothing yet.
+    /// The shield of the workspace of `setup`.
     pub fn new(setup: &Setup) -> Result<Shield, String> {
         let root = wire::to_path(&setup.workspace);
         let unprotect: Vec<PathBuf> = setup.unprotect.iter().map(|p| wire::to_path(p)).collect();
@@ -78,229 +62,119 @@ impl Shield {
         Ok(Shield {
             guard: Guard::new(&root, &unprotect),
             workspace,
-            held: HashMap::new(),
+            seen: HashMap::new(),
             generation: 0,
+            raised: None,
             index: Index::new(),
         })
     }
 
-    /// Scans the workspace for its protected paths and holds them, making a stand-in for
-    /// each that is missing where its rule has one ([`Rule::stands_in`](super::protect::Rule)),
-    /// for a command about to start: the protected paths held, relative to the workspace. A symbolic link where a protected path should be refuses the command: it
-    /// could lead anywhere, and a mount cannot cover a link.
+    /// The workspace's protected paths that exist, relative to the workspace, for a command
+    /// about to start. A symbolic link where a protected path should be refuses the command:
+    /// it could lead anywhere, and a mount cannot cover a link.
     pub fn raise(&mut self) -> Result<Raised, String> {
-        let mut shown = Vec::new();
-        let mut kept = HashMap::new();
-        let mut changed = false;
-        let found = self.index.current(&self.guard).to_vec();
-        for protected in found {
-            let rel = self.guard.shown(&protected.path);
-            match self.held.remove(&rel) {
-                Some(held) if held.in_place() => {
-                    kept.insert(rel.clone(), held);
-                }
-                // New, or moved or removed since (by the user): held as it is now.
-                replaced => {
-                    changed = true;
-                    drop(replaced);
-                    match self.add(&protected, &rel)? {
-                        Some(held) => kept.insert(rel.clone(), held),
-                        // Missing and not stood in for: judged after the command instead.
-                        None => continue,
-                    };
-                }
-            }
-            shown.push(rel);
+        let events = self.index.events();
+        if let (Some((shown, then)), Some(now)) = (&self.raised, events)
+            && *then == now
+        {
+            return Ok(Raised {
+                protected: shown.clone(),
+                generation: self.generation,
+                events,
+            });
         }
-        // What is no longer protected is let go of.
-        changed |= !self.held.is_empty();
-        self.held = kept;
-        self.generation += u64::from(changed);
+        let mut shown = Vec::new();
+        let mut seen = HashMap::new();
+        let found = self.index.current(&self.guard).to_vec();
+        for protected in &found {
+            let rel = self.guard.shown(&protected.path);
+            let now = self.identity(protected, &rel)?;
+            if now.is_some() {
+                shown.push(rel.clone());
+            }
+            seen.insert(rel, now);
+        }
+        if seen != self.seen {
+            self.seen = seen;
+            self.generation += 1;
+        }
+        let events = self.index.events();
+        self.raised = events.map(|now| (shown.clone(), now));
         Ok(Raised {
             protected: shown,
             generation: self.generation,
+            events,
         })
     }
 
-    /// What of the workspace's protected paths a command that is over made or changed
-    /// outside its view's covers (`covered`, what [`Shield::raise`] gave it): quarantined, and
-    /// the notices for its output ([`quarantine`]).
-    pub fn judge(&mut self, covered: &[String]) -> Vec<String> {
+    /// What of the workspace's protected paths was made or changed outside the covers of the
+    /// commands running or just over (`covered`, what [`Shield::raise`] gave them): set
+    /// aside, and the notices for a command's output ([`quarantine`]). With `since`, the
+    /// index's count of events when a command started: while it is the same, nothing was made
+    /// (what was not covered then was missing), and nothing is judged.
+    pub fn judge(&mut self, covered: &[String], since: Option<u64>) -> Vec<String> {
+        if since.is_some() && self.index.events() == since {
+            return Vec::new();
+        }
         let found = self.index.current(&self.guard);
         quarantine::judge(&self.workspace, &self.guard, found, covered)
     }
 
-    /// Lets go of every protected path: the stand-ins no one else holds are removed.
-    pub fn lower(&mut self) {
-        self.generation += u64::from(!self.held.is_empty());
-        self.held.clear();
+    /// What a running command made of the protected paths that were missing when the commands
+    /// running (`covered`, what [`Shield::raise`] gave them) started: a name at the workspace
+    /// root, or in a git directory that was there (one whose other names are covered). Set
+    /// aside at once, with the notices. A git directory made during the call is left to the
+    /// judgement at the end ([`Shield::judge`]): git makes one in steps (`git submodule add`
+    /// writes a `.git` file before the git directory it points at is whole), and only the
+    /// end says what it made.
+    pub fn judge_made(&mut self, covered: &[String]) -> Vec<String> {
+        let parents: HashSet<&Path> = covered
+            .iter()
+            .filter_map(|c| Path::new(c).parent())
+            .collect();
+        let found: Vec<Protected> = (self.index.current(&self.guard).iter())
+            .filter(|p| match p.rule {
+                Rule::Root(_) => true,
+                Rule::Git(_) => {
+                    let rel = self.guard.shown(&p.path);
+                    Path::new(&rel)
+                        .parent()
+                        .is_some_and(|dir| parents.contains(dir))
+                }
+                _ => false,
+            })
+            .cloned()
+            .collect();
+        quarantine::judge(&self.workspace, &self.guard, &found, covered)
     }
 
-    /// Holds the protected path `rel`, making a stand-in when it is missing: none for what
-    /// cordon's user cannot create either.
-    fn add(&self, protected: &Protected, rel: &str) -> Result<Option<Held>, String> {
-        let guard = &self.guard;
-        let rel_path = Path::new(rel);
+    /// Whether the index heard of a protected name made, removed or renamed since it was last
+    /// asked: a command may be making one, to be judged at once.
+    pub fn touched(&mut self) -> bool {
+        self.index.touched()
+    }
+
+    /// The inotify instance of the index, to poll for [`Shield::touched`].
+    pub fn watch(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.index.fd()
+    }
+
+    /// The (device, inode) of what is at the protected path `rel` now, or none when it is
+    /// missing.
+    fn identity(&self, protected: &Protected, rel: &str) -> Result<Option<(u64, u64)>, String> {
         let fail = |e: io::Error| format!("cannot protect {rel} ({}): {e}", protected.rule.why());
-        // The scan found the parent (the workspace, or a git directory): it exists.
-        let parent = match rel_path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => ns::open_beneath(&self.workspace, p),
-            _ => self.workspace.try_clone(),
-        }
-        .map_err(fail)?;
-        let name = ns::cpath(Path::new(rel_path.file_name().unwrap_or_default())).map_err(fail)?;
-        for _ in 0..ATTEMPTS {
-            match ns::open_beneath(&self.workspace, rel_path) {
-                // A link itself is what is opened: it must not be one.
-                Ok(at) => {
-                    let meta = std::fs::File::from(at.try_clone().map_err(fail)?)
-                        .metadata()
-                        .map_err(fail)?;
-                    if meta.is_symlink() {
-                        return Err(symlink(guard, protected));
-                    }
-                    if !meta.is_dir() {
-                        return Ok(Some(Held {
-                            parent,
-                            name,
-                            dir: None,
-                            identity: (meta.dev(), meta.ino()),
-                            stand_in: false,
-                        }));
-                    }
-                    match hold(&parent, &name, &at).map_err(fail)? {
-                        Some((dir, identity)) => {
-                            return Ok(Some(Held {
-                                parent,
-                                name,
-                                dir: Some(dir),
-                                identity,
-                                stand_in: meta.mode() & 0o7777 == STAND_IN_MODE,
-                            }));
-                        }
-                        // Removed by the call that held it last: made again.
-                        None => continue,
-                    }
+        match ns::open_beneath(&self.workspace, Path::new(rel)) {
+            // A link itself is what is opened: it must not be one.
+            Ok(at) => {
+                let meta = std::fs::File::from(at).metadata().map_err(fail)?;
+                if meta.is_symlink() {
+                    return Err(symlink(&self.guard, protected));
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                    return Err(symlink(guard, protected));
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound && !protected.rule.stands_in() => {
-                    return Ok(None);
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    // SAFETY: a valid descriptor and C string; the result is checked.
-                    if unsafe { libc::mkdirat(parent.as_raw_fd(), name.as_ptr(), 0o700) } != 0 {
-                        let e = io::Error::last_os_error();
-                        return match e.raw_os_error() {
-                            // Made by another call meanwhile: held as found.
-                            Some(libc::EEXIST) => continue,
-                            // What cordon's user cannot create, the command cannot either.
-                            Some(libc::EACCES | libc::EROFS) => Ok(None),
-                            _ => Err(fail(e)),
-                        };
-                    }
-                    let at = ns::open_beneath(&self.workspace, rel_path).map_err(fail)?;
-                    mark(&at).map_err(fail)?;
-                    // Not found on the first try is the same as removed: try again.
-                    continue;
-                }
-                Err(e) => return Err(fail(e)),
+                Ok(Some((meta.dev(), meta.ino())))
             }
-        }
-        Err(fail(io::Error::other(
-            "other calls kept removing and making it; try again",
-        )))
-    }
-}
-
-impl Held {
-    /// Whether the directory held is still the one at its name.
-    fn in_place(&self) -> bool {
-        here(&self.parent, &self.name) == Some(self.identity)
-    }
-}
-
-/// The directory at `at` (`name` in `parent`) opened and share-locked, with its (device,
-/// inode), or `None` when it is no longer there once locked (the last call to hold it
-/// removed it meanwhile).
-fn hold(
-    parent: &OwnedFd,
-    name: &CString,
-    at: &OwnedFd,
-) -> io::Result<Option<(OwnedFd, (u64, u64))>> {
-    let dir = reopen(at)?;
-    // SAFETY: a valid descriptor; the result is checked.
-    if unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_SH) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let held = identity(&dir).ok_or_else(io::Error::last_os_error)?;
-    Ok((here(parent, name) == Some(held)).then_some((dir, held)))
-}
-
-/// The (device, inode) of the open file `fd`.
-fn identity(fd: &OwnedFd) -> Option<(u64, u64)> {
-    // SAFETY: `stat` is a valid buffer for the kernel to fill; the result is checked.
-    unsafe {
-        let mut stat: libc::stat = std::mem::zeroed();
-        (libc::fstat(fd.as_raw_fd(), &mut stat) == 0).then_some((stat.st_dev, stat.st_ino))
-    }
-}
-
-/// The (device, inode) of what is at `name` in `parent` now, not following a link.
-fn here(parent: &OwnedFd, name: &CString) -> Option<(u64, u64)> {
-    // SAFETY: `stat` is a valid buffer for the kernel to fill; the result is checked.
-    unsafe {
-        let mut stat: libc::stat = std::mem::zeroed();
-        let done = libc::fstatat(
-            parent.as_raw_fd(),
-            name.as_ptr(),
-            &mut stat,
-            libc::AT_SYMLINK_NOFOLLOW,
-        );
-        (done == 0).then_some((stat.st_dev, stat.st_ino))
-    }
-}
-
-/// Marks the new directory at `at` a stand-in.
-fn mark(at: &OwnedFd) -> io::Result<()> {
-    let path = format!("/proc/self/fd/{}", at.as_raw_fd());
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(STAND_IN_MODE))
-}
-
-/// The `O_PATH` descriptor `at` opened for reading, which `flock` needs.
-fn reopen(at: &OwnedFd) -> io::Result<OwnedFd> {
-    let path = CString::new(format!("/proc/self/fd/{}", at.as_raw_fd()))?;
-    // SAFETY: a valid C string; the result is checked.
-    let fd = unsafe {
-        libc::open(
-            path.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor just returned by the kernel, owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        let (true, Some(dir)) = (self.stand_in, &self.dir) else {
-            return;
-        };
-        // SAFETY: valid descriptors and C string. The lock is ours only when no other call
-        // holds the stand-in; it is removed only while still at its name (a directory the
-        // user put there since stays), and removing fails (and is left alone) unless empty.
-        unsafe {
-            if libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 && self.in_place() {
-                libc::unlinkat(
-                    self.parent.as_raw_fd(),
-                    self.name.as_ptr(),
-                    libc::AT_REMOVEDIR,
-                );
-            }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(symlink(&self.guard, protected)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(fail(e)),
         }
     }
 }

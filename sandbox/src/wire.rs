@@ -50,8 +50,7 @@ pub(super) struct Setup {
     /// Paths covered even inside a granted tree.
     pub hidden: Vec<Vec<u8>>,
     /// Whether commands may follow one another: the next command's init is then readied
-    /// while one runs, and the protected paths' stand-ins stay a moment after each; else they
-    /// go before its report.
+    /// while one runs.
     #[serde(default)]
     pub many: bool,
 }

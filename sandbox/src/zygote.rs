@@ -253,10 +253,7 @@ impl Server<'_> {
     /// In a shell of many commands the helper hears how the command ended from the init
     /// itself, as soon as it is said (nothing of the command runs any more then), before the
     /// init's exit takes its namespaces down; what this says counts only if the init could not
-    /// say it. A one-command shell hears it here, once the init is gone: its helper removes the
-    /// stand-ins of missing protected paths right after, and removing one that is still
-    /// mounted on in a namespace costs an RCU grace period (about 0.2 ms each), where taking
-    /// the namespace down costs one.
+    /// say it. A one-command shell hears it here, once the init is gone.
     fn follow(&mut self, id: u64) -> bool {
         let mut call = self.running.remove(&id).expect("a running call");
         let status = heard(&mut call).unwrap_or_else(|| reap(&call));

