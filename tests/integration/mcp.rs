@@ -120,8 +120,10 @@ fn run_client(
     (seen, stderr)
 }
 
-/// How a client script starts `cordon mcp`: the binary, the same options every other test's
-/// `cordon` gets (--workspace and the extra ones), and the environment.
+/// How a client script starts `cordon mcp`: the binary under test, the same options every
+/// other test's `cordon` gets (--workspace and the extra ones), and the environment: the
+/// compile cache, and the test's data directory, where the homes of bash commands are kept
+/// (the clients pass cordon little else of theirs).
 fn client_config(cordon: &Cordon) -> Value {
     let args: Vec<String> = cordon
         .command()
@@ -129,9 +131,9 @@ fn client_config(cordon: &Cordon) -> Value {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     json!({
-        "cordon": env!("CARGO_BIN_EXE_cordon"),
+        "cordon": crate::util::binary(),
         "args": args,
-        "env": {"CORDON_CACHE_DIR": cache_dir()},
+        "env": {"CORDON_CACHE_DIR": cache_dir(), "XDG_DATA_HOME": cordon.data_dir()},
     })
 }
 
