@@ -61,14 +61,24 @@ fn drive_with_stderr(
     over: Over,
     servers: &[&[&str]],
 ) -> (Value, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/integration/mcp_client.py");
-    run_client(cordon, over, servers, |config| {
+    let client = python_client(scenario, json!({ "outside": outside }));
+    run_client(cordon, over, servers, client)
+}
+
+/// How mcp_client.py runs `scenario`: with the configuration it is given, and `extra`'s
+/// entries added to it.
+fn python_client(scenario: &str, extra: Value) -> impl FnOnce(&Value) -> Command + '_ {
+    move |config| {
         let mut config = config.clone();
-        config["outside"] = outside.into();
+        for (name, value) in extra.as_object().unwrap() {
+            config[name] = value.clone();
+        }
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/integration/mcp_client.py");
         let mut command = Command::new(python());
-        command.arg(&script).arg(config.to_string()).arg(scenario);
+        command.arg(script).arg(config.to_string()).arg(scenario);
         command
-    })
+    }
 }
 
 /// Runs a client script, the `command` made for its configuration, against cordon in

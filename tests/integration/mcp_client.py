@@ -52,6 +52,17 @@ async def call(session, name, arguments):
         return error(e)
 
 
+async def run_steps(session, steps):
+    """Calls each of `steps`, [key, tool name, arguments], one after another: what each got
+    and how long it took (ms), by key."""
+    calls, ms = {}, {}
+    for key, name, arguments in steps:
+        start = time.monotonic()
+        calls[key] = await call(session, name, arguments)
+        ms[key] = round((time.monotonic() - start) * 1000, 1)
+    return calls, ms
+
+
 async def raw_call(session, params):
     """A tools/call whose params the typed client would refuse to send (arguments not an
     object): straight through the session's JSON-RPC dispatcher."""
@@ -113,12 +124,7 @@ async def tools(config):
                 ("invalid", "read_file", {"path": 3}),
                 ("unknown", "no_such_tool", {}),
             ]
-            out["calls"] = {}
-            out["call_ms"] = {}
-            for key, name, arguments in steps:
-                start = time.monotonic()
-                out["calls"][key] = await call(session, name, arguments)
-                out["call_ms"][key] = round((time.monotonic() - start) * 1000, 1)
+            out["calls"], out["call_ms"] = await run_steps(session, steps)
             out["calls"]["not_an_object"] = await raw_call(session, {"name": "read_file", "arguments": [1, 2]})
     # The 2026-07-28 lifecycle: server/discover instead of the initialize handshake.
     async with connect(config) as (read, write):
