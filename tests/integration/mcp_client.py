@@ -9,10 +9,11 @@ path relative to the workspace that leads out of it, and over Streamable HTTP "h
 options after `mcp --http` joined by spaces: {"url", "token"} of the `cordon mcp --http` the
 test started with them}}. Without "http", each connection starts its own `cordon mcp`.
 SCENARIO: `tools` (everything but permissions), `ask` (--permissions ask, with and without
-elicitation) or `long` (cancellation, calls in parallel, progress), each in both lifecycles:
-2025-11-25 (the initialize handshake) and 2026-07-28 (server/discover). It prints one JSON
-document of what the client saw; the Rust test asserts on it, so that a failure shows the
-whole exchange.
+elicitation), `long` (cancellation, calls in parallel, progress) or `logged` (log messages),
+each in both lifecycles: 2025-11-25 (the initialize handshake) and 2026-07-28
+(server/discover); or `day`, the calls config["steps"] lists ([key, tool, arguments]), in
+order, in the 2025-11-25 lifecycle. It prints one JSON document of what the client saw; the
+Rust test asserts on it, so that a failure shows the whole exchange.
 """
 
 import contextlib
@@ -287,9 +288,23 @@ async def long(config):
     return out
 
 
+async def day(config):
+    """The steps the test scripted (config["steps"]), on one connection, as a coding agent
+    makes them, and bash's description, which the model reads before it starts."""
+    out = {}
+    async with connect(config) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            listed = (await session.list_tools()).tools
+            out["bash"] = next(t.description for t in listed if t.name == "bash")
+            out["calls"], out["call_ms"] = await run_steps(session, config["steps"])
+    return out
+
+
 async def main():
     config = json.loads(sys.argv[1])
-    scenario = {"tools": tools, "ask": ask, "long": long, "logged": logged}[sys.argv[2]]
+    scenarios = {"tools": tools, "ask": ask, "long": long, "logged": logged, "day": day}
+    scenario = scenarios[sys.argv[2]]
     json.dump(await scenario(config), sys.stdout, ensure_ascii=False, indent=1)
     print()
 

@@ -263,7 +263,7 @@ pub const PAGE: &str = "<html><head><title>Test page</title><script>x()</script>
     <body><h1>Hello</h1><p>fish &amp; chips</p></body></html>";
 
 /// An HTTP server on 127.0.0.1 that keeps each request head and answers as it was made to
-/// ([`Server::start`]).
+/// ([`Server::start`], [`Server::files`]).
 pub struct Server {
     pub port: u16,
     heads: Arc<Mutex<Vec<String>>>,
@@ -282,6 +282,25 @@ impl Server {
             "/page" => ("200 OK", "text/html; charset=utf-8", PAGE.into()),
             "/moved" => ("302 Found\r\nLocation: /page", "text/plain", Vec::new()),
             _ => ("200 OK", "text/plain", format!("served {path}\n").into()),
+        })
+    }
+
+    /// A server of the files under `root` (a path that ends in `/` is its directory's
+    /// `index.html`); any other path, and one that would leave `root`, is 404.
+    pub fn files(root: &Path) -> Server {
+        let root = root.to_path_buf();
+        Server::answering(move |path, _| {
+            let mut file = root.join(path.trim_start_matches('/'));
+            let kind = if path.ends_with('/') {
+                file.push("index.html");
+                "text/html"
+            } else {
+                "application/octet-stream"
+            };
+            match std::fs::read(&file) {
+                Ok(body) if !path.split('/').any(|part| part == "..") => ("200 OK", kind, body),
+                _ => ("404 Not Found", "text/plain", Vec::new()),
+            }
         })
     }
 
