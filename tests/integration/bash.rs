@@ -387,16 +387,14 @@ fn an_output_bomb_stays_bounded() {
     );
 }
 
-/// Over the limit, a command's output keeps its start and its end, whole lines each, with the
-/// notice between them: the last error line survives, and the trailer follows.
-#[test]
-fn long_output_keeps_its_start_and_its_end() {
-    let c = Cordon::new();
-    let run = bash(
-        &c,
-        "seq 1 200000; echo \"error[E0308]: mismatched types\"; exit 1",
-    );
-    let (start, rest) = run.stdout.split_once("[output truncated: ").unwrap();
+/// A build log over the output limit whose last line is the error that matters.
+pub const LONG_LOG: &str = "seq 1 200000; echo \"error[E0308]: mismatched types\"; exit 1";
+
+/// Panics unless `text`, what the model sees of [`LONG_LOG`] at the default limit, keeps the
+/// log's start and its end, whole lines each, with the notice between them counting what was
+/// left out: the last error line survives, and the trailer follows.
+pub fn assert_start_and_end_kept(text: &str) {
+    let (start, rest) = text.split_once("[output truncated: ").unwrap();
     let (notice, end) = rest.split_once('\n').unwrap();
     assert!(start.starts_with("1\n2\n3\n"), "{}", &start[..20]);
     assert!(start.ends_with('\n'));
@@ -419,10 +417,18 @@ fn long_output_keeps_its_start_and_its_end() {
         )
     );
     assert!(
-        run.stdout.chars().count() <= 30_000 + "\n[exit code: exit status 1]".len(),
+        text.chars().count() <= 30_000 + "\n[exit code: exit status 1]".len(),
         "{}",
-        run.stdout.len()
+        text.len()
     );
+}
+
+/// Over the limit, a command's output keeps its start and its end, whole lines each, with the
+/// notice between them: the last error line survives, and the trailer follows.
+#[test]
+fn long_output_keeps_its_start_and_its_end() {
+    let c = Cordon::new();
+    assert_start_and_end_kept(&bash(&c, LONG_LOG).stdout);
 
     // Past what the sandbox keeps of each end (1 MiB), the bytes between are counted too:
     // 3,000,015 bytes printed, less twice 1 MiB.

@@ -7,6 +7,7 @@ mod cli;
 mod examples;
 mod file_tools;
 mod hooks;
+mod index;
 mod mcp;
 mod mcp_http;
 mod network;

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::bash::{LONG_LOG, assert_start_and_end_kept};
+use crate::index::Index;
 use crate::mcp_http::{HttpServer, post};
 use crate::node::{conformance_bin, typescript_sdk};
 use crate::python::python;
@@ -61,14 +63,24 @@ fn drive_with_stderr(
     over: Over,
     servers: &[&[&str]],
 ) -> (Value, String) {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/integration/mcp_client.py");
-    run_client(cordon, over, servers, |config| {
+    let client = python_client(scenario, json!({ "outside": outside }));
+    run_client(cordon, over, servers, client)
+}
+
+/// How mcp_client.py runs `scenario`: with the configuration it is given, and `extra`'s
+/// entries added to it.
+fn python_client(scenario: &str, extra: Value) -> impl FnOnce(&Value) -> Command + '_ {
+    move |config| {
         let mut config = config.clone();
-        config["outside"] = outside.into();
+        for (name, value) in extra.as_object().unwrap() {
+            config[name] = value.clone();
+        }
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/integration/mcp_client.py");
         let mut command = Command::new(python());
-        command.arg(&script).arg(config.to_string()).arg(scenario);
+        command.arg(script).arg(config.to_string()).arg(scenario);
         command
-    })
+    }
 }
 
 /// Runs a client script, the `command` made for its configuration, against cordon in
@@ -120,8 +132,10 @@ fn run_client(
     (seen, stderr)
 }
 
-/// How a client script starts `cordon mcp`: the binary, the same options every other test's
-/// `cordon` gets (--workspace and the extra ones), and the environment.
+/// How a client script starts `cordon mcp`: the binary under test, the same options every
+/// other test's `cordon` gets (--workspace and the extra ones), and the environment: the
+/// compile cache, and the test's data directory, where the homes of bash commands are kept
+/// (the clients pass cordon little else of theirs).
 fn client_config(cordon: &Cordon) -> Value {
     let args: Vec<String> = cordon
         .command()
@@ -129,9 +143,9 @@ fn client_config(cordon: &Cordon) -> Value {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     json!({
-        "cordon": env!("CARGO_BIN_EXE_cordon"),
+        "cordon": crate::util::binary(),
         "args": args,
-        "env": {"CORDON_CACHE_DIR": cache_dir()},
+        "env": {"CORDON_CACHE_DIR": cache_dir(), "XDG_DATA_HOME": cordon.data_dir()},
     })
 }
 
@@ -559,6 +573,125 @@ fn is_error_only_when_the_tool_could_not_do_its_job() {
     let denied = Cordon::new().with_args(&["--permissions", "deny"]);
     let answers = denied.mcp(&[call(1, "bash", json!({"command": "echo ran"}))]);
     assert_eq!(failed(&answers[0]), "[command rejected by the user]");
+}
+
+/// A coding agent's day through `cordon mcp` with the official Python SDK, with only the
+/// options a user gives for it: `--toolchains`, and `--allow-domain` for the package index
+/// (the test's own, so `--add-host` names it). In one connection: a venv and a package
+/// installed from the index, a failing test run and fixed with `edit_file`, a server and its
+/// client in one command, a long log whose last line survives truncation, and a 40 s command
+/// that asks for 60. Slow by nature: the 40 s are what is tested. Each step's text is what the
+/// model reads, a result and never `isError`, and bash's description told it of all this.
+#[test]
+fn a_coding_agents_day_through_the_python_sdk() {
+    let index = Index::of(
+        "wordsplit",
+        "1.0",
+        "def words(text):\n    return text.split()\n",
+    );
+    let host = format!("pkg.test:{}", index.server.port);
+    let cordon = Cordon::new().with_args(&[
+        "--toolchains",
+        "--allow-domain",
+        &host,
+        "--add-host",
+        "pkg.test=127.0.0.1",
+    ]);
+    let buggy = "    return sorted(wordsplit.words(text), key=len)[0]\n";
+    let fixed = "    return max(wordsplit.words(text), key=len)\n";
+    let module = |body: &str| {
+        format!(
+            "import wordsplit\n\n\ndef longest(text):\n    \
+             \"\"\"The longest word of text, the first of those as long.\"\"\"\n{body}"
+        )
+    };
+    cordon.write("wordcount.py", module(buggy));
+    cordon.write(
+        "test_wordcount.py",
+        "import unittest\n\nfrom wordcount import longest\n\n\n\
+         class LongestTest(unittest.TestCase):\n    def test_the_longest_word(self):\n        \
+         self.assertEqual(longest(\"a cordon runs tools\"), \"cordon\")\n",
+    );
+    // pip takes a plain-HTTP index only from a host it is told to trust.
+    let install = format!(
+        "python3 -m venv .venv && .venv/bin/pip install --index-url http://{host}/simple/ \
+         --trusted-host pkg.test wordsplit"
+    );
+    let test = ".venv/bin/python -m unittest";
+    let fix =
+        json!({"path": "wordcount.py", "edits": [{"old": buggy.trim(), "new": fixed.trim()}]});
+    // The server takes a moment to listen: the client tries again, as a test suite's would.
+    let serve = "python3 -m http.server 8000 >/dev/null 2>&1 & for i in $(seq 50); do \
+                 curl -s localhost:8000/wordcount.py && break; sleep 0.1; done";
+    let steps = json!([
+        ["install", "bash", {"command": install}],
+        ["failing", "bash", {"command": test}],
+        ["fix", "edit_file", fix],
+        ["passing", "bash", {"command": test}],
+        ["served", "bash", {"command": serve}],
+        ["log", "bash", {"command": LONG_LOG}],
+        ["long", "bash", {"command": "sleep 40; echo done", "timeout": 60}],
+    ]);
+    let (out, stderr) = run_client(
+        &cordon,
+        Over::Stdio,
+        &[PLAIN],
+        python_client("day", json!({ "steps": steps })),
+    );
+    eprintln!("calls (ms): {}", out["call_ms"]);
+
+    let told = out["bash"].as_str().unwrap();
+    for line in [
+        "For a longer build or test run, add \"timeout\": SECONDS to the input (at most 600).",
+        &format!("(curl, pip, npm, cargo and git use it): {host}. Any other host is refused."),
+        "The command's own loopback works: a server it starts on 127.0.0.1 answers within the \
+         same call.",
+    ] {
+        assert!(told.contains(line), "{line}\n{told}");
+    }
+
+    let calls = &out["calls"];
+    let installed = completed(&calls["install"]);
+    assert!(
+        installed.ends_with("\nSuccessfully installed wordsplit-1.0\n"),
+        "{installed}"
+    );
+    // From the test's own index, through cordon's proxy (pip also asks it for a newer pip).
+    let asked: Vec<String> = (index.server.heads().iter())
+        .map(|h| h.lines().next().unwrap().to_string())
+        .collect();
+    for wanted in [
+        "GET /simple/wordsplit/ HTTP/1.1".to_string(),
+        format!("GET /simple/wordsplit/{} HTTP/1.1", index.wheel),
+    ] {
+        assert!(asked.contains(&wanted), "{wanted}: {asked:?}");
+    }
+
+    // A failing test run is the model's to read, not an error of the tool.
+    let failing = completed(&calls["failing"]);
+    assert!(
+        failing.contains("AssertionError: 'a' != 'cordon'\n")
+            && failing.ends_with("\nFAILED (failures=1)\n[exit code: exit status 1]"),
+        "{failing}"
+    );
+    let fix = completed(&calls["fix"]);
+    assert!(
+        fix.starts_with(
+            "Edited wordcount.py: 1 edit applied, +1 -1 lines, first change at line 6\n"
+        ),
+        "{fix}"
+    );
+    assert_eq!(cordon.read("wordcount.py"), module(fixed));
+    let passing = completed(&calls["passing"]);
+    assert!(
+        passing.starts_with(".\n") && passing.ends_with("\n\nOK\n"),
+        "{passing}"
+    );
+
+    assert_eq!(completed(&calls["served"]), module(fixed));
+    assert_start_and_end_kept(completed(&calls["log"]));
+    assert_eq!(completed(&calls["long"]), "done\n");
+    assert_quiet(&stderr);
 }
 
 /// The README's Python quick start, run as it is written (with `cordon` on `PATH`, in a

@@ -9,10 +9,11 @@ path relative to the workspace that leads out of it, and over Streamable HTTP "h
 options after `mcp --http` joined by spaces: {"url", "token"} of the `cordon mcp --http` the
 test started with them}}. Without "http", each connection starts its own `cordon mcp`.
 SCENARIO: `tools` (everything but permissions), `ask` (--permissions ask, with and without
-elicitation) or `long` (cancellation, calls in parallel, progress), each in both lifecycles:
-2025-11-25 (the initialize handshake) and 2026-07-28 (server/discover). It prints one JSON
-document of what the client saw; the Rust test asserts on it, so that a failure shows the
-whole exchange.
+elicitation), `long` (cancellation, calls in parallel, progress) or `logged` (log messages),
+each in both lifecycles: 2025-11-25 (the initialize handshake) and 2026-07-28
+(server/discover); or `day`, the calls config["steps"] lists ([key, tool, arguments]), in
+order, in the 2025-11-25 lifecycle. It prints one JSON document of what the client saw; the
+Rust test asserts on it, so that a failure shows the whole exchange.
 """
 
 import contextlib
@@ -50,6 +51,17 @@ async def call(session, name, arguments):
         return {"result": dump(await session.call_tool(name, arguments))}
     except MCPError as e:
         return error(e)
+
+
+async def run_steps(session, steps):
+    """Calls each of `steps`, [key, tool name, arguments], one after another: what each got
+    and how long it took (ms), by key."""
+    calls, ms = {}, {}
+    for key, name, arguments in steps:
+        start = time.monotonic()
+        calls[key] = await call(session, name, arguments)
+        ms[key] = round((time.monotonic() - start) * 1000, 1)
+    return calls, ms
 
 
 async def raw_call(session, params):
@@ -113,12 +125,7 @@ async def tools(config):
                 ("invalid", "read_file", {"path": 3}),
                 ("unknown", "no_such_tool", {}),
             ]
-            out["calls"] = {}
-            out["call_ms"] = {}
-            for key, name, arguments in steps:
-                start = time.monotonic()
-                out["calls"][key] = await call(session, name, arguments)
-                out["call_ms"][key] = round((time.monotonic() - start) * 1000, 1)
+            out["calls"], out["call_ms"] = await run_steps(session, steps)
             out["calls"]["not_an_object"] = await raw_call(session, {"name": "read_file", "arguments": [1, 2]})
     # The 2026-07-28 lifecycle: server/discover instead of the initialize handshake.
     async with connect(config) as (read, write):
@@ -281,9 +288,23 @@ async def long(config):
     return out
 
 
+async def day(config):
+    """The steps the test scripted (config["steps"]), on one connection, as a coding agent
+    makes them, and bash's description, which the model reads before it starts."""
+    out = {}
+    async with connect(config) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            listed = (await session.list_tools()).tools
+            out["bash"] = next(t.description for t in listed if t.name == "bash")
+            out["calls"], out["call_ms"] = await run_steps(session, config["steps"])
+    return out
+
+
 async def main():
     config = json.loads(sys.argv[1])
-    scenario = {"tools": tools, "ask": ask, "long": long, "logged": logged}[sys.argv[2]]
+    scenarios = {"tools": tools, "ask": ask, "long": long, "logged": logged, "day": day}
+    scenario = scenarios[sys.argv[2]]
     json.dump(await scenario(config), sys.stdout, ensure_ascii=False, indent=1)
     print()
 

@@ -262,16 +262,51 @@ pub fn plugin_dir(name: &str, from: &Path, manifest: &str) -> TempDir {
 pub const PAGE: &str = "<html><head><title>Test page</title><script>x()</script></head>\
     <body><h1>Hello</h1><p>fish &amp; chips</p></body></html>";
 
-/// An HTTP server on 127.0.0.1 that keeps each request head and answers `/echo` with that
-/// head, `/page` with a small HTML page, `/moved` with a redirect to `/page`, and any other
-/// path with `served PATH`.
+/// An HTTP server on 127.0.0.1 that keeps each request head and answers as it was made to
+/// ([`Server::start`], [`Server::files`]).
 pub struct Server {
     pub port: u16,
     heads: Arc<Mutex<Vec<String>>>,
 }
 
+/// What a [`Server`] answers a request with: the status (and any further header lines), the
+/// content type and the body.
+type Answer = (&'static str, &'static str, Vec<u8>);
+
 impl Server {
+    /// A server that answers `/echo` with the request head, `/page` with [`PAGE`], `/moved`
+    /// with a redirect to `/page`, and any other path with `served PATH`.
     pub fn start() -> Server {
+        Server::answering(|path, head| match path {
+            "/echo" => ("200 OK", "text/plain", head.into()),
+            "/page" => ("200 OK", "text/html; charset=utf-8", PAGE.into()),
+            "/moved" => ("302 Found\r\nLocation: /page", "text/plain", Vec::new()),
+            _ => ("200 OK", "text/plain", format!("served {path}\n").into()),
+        })
+    }
+
+    /// A server of the files under `root` (a path that ends in `/` is its directory's
+    /// `index.html`); any other path, and one that would leave `root`, is 404.
+    pub fn files(root: &Path) -> Server {
+        let root = root.to_path_buf();
+        Server::answering(move |path, _| {
+            let mut file = root.join(path.trim_start_matches('/'));
+            let kind = if path.ends_with('/') {
+                file.push("index.html");
+                "text/html"
+            } else {
+                "application/octet-stream"
+            };
+            match std::fs::read(&file) {
+                Ok(body) if !path.split('/').any(|part| part == "..") => ("200 OK", kind, body),
+                _ => ("404 Not Found", "text/plain", Vec::new()),
+            }
+        })
+    }
+
+    /// A server that answers each request with `answer(path, head)`, one request per
+    /// connection.
+    fn answering(answer: impl Fn(&str, &str) -> Answer + Send + 'static) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let heads = Arc::new(Mutex::new(Vec::new()));
@@ -285,20 +320,16 @@ impl Server {
                     head.push(byte[0]);
                 }
                 let head = String::from_utf8_lossy(&head).into_owned();
-                let path = head.split(' ').nth(1).unwrap_or("?").to_string();
-                let (status, kind, body) = match path.as_str() {
-                    "/echo" => ("200 OK", "text/plain", head.clone()),
-                    "/page" => ("200 OK", "text/html; charset=utf-8", PAGE.to_string()),
-                    "/moved" => ("302 Found\r\nLocation: /page", "text/plain", String::new()),
-                    _ => ("200 OK", "text/plain", format!("served {path}\n")),
-                };
+                let path = head.split(' ').nth(1).unwrap_or("?");
+                let (status, kind, body) = answer(path, &head);
                 kept.lock().unwrap().push(head);
                 let _ = write!(
                     stream,
                     "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
-                     Connection: close\r\n\r\n{body}",
+                     Connection: close\r\n\r\n",
                     body.len()
-                );
+                )
+                .and_then(|()| stream.write_all(&body));
             }
         });
         Server { port, heads }
