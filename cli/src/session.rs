@@ -6,7 +6,10 @@
 //! and reads the answer line. While a call runs, `{"cancel": ID}` stops it (its command's
 //! whole tree is killed) and answers it with `"status": "cancelled"`; other lines read
 //! meanwhile wait their turn. A call with `"stream": true` sends `{"output_lines": […]}` lines
-//! (echoing its `id`) with what its commands print while it runs, before its answer. End of input ends the session, once the call running ends.
+//! (echoing its `id`) with what its commands print while it runs, before its answer. The answer
+//! to a call that ran a command carries its `exit` (code, signal, timeout or memory limit) for
+//! programs, which cannot tell the text's trailer from output that ends alike. End of input
+//! ends the session, once the call running ends.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -249,6 +252,9 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
                             sandbox["blocked"] = blocked.map(|b| b.target.clone()).collect();
                             response["sandbox"] = sandbox;
                         }
+                        if let Some(exit) = finished.outcome.exit.as_ref().and_then(exit) {
+                            response["exit"] = exit;
+                        }
                         response
                     }
                 }
@@ -316,6 +322,19 @@ fn parse(request: Value) -> Result<Request, String> {
         "expected {\"tool\": NAME, \"input\": {...}} (optionally with \"stream\": true), {\"end_turn\": true} or {\"cancel\": ID}, optionally with an \"id\""
             .to_string(),
     )
+}
+
+/// The `exit` field of a response: how the command ended, as its trailer tells the model
+/// (none for a command that could not run, whose call failed).
+fn exit(status: &cordon::shell::Status) -> Option<Value> {
+    use cordon::shell::Status;
+    Some(match status {
+        Status::Exited(code) => json!({ "code": code }),
+        Status::Signaled(signal) => json!({ "signal": signal }),
+        Status::TimedOut(secs) => json!({ "timeout": secs }),
+        Status::OutOfMemory(mib) => json!({ "memory": mib }),
+        Status::Refused(_) => return None,
+    })
 }
 
 /// The `sandbox` field of a response: the names of the layers in force, and what holds of the

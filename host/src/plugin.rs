@@ -280,6 +280,8 @@ pub struct Answer {
     pub outcome: Outcome,
     /// The layers of confinement of the last shell command the call ran (empty when none).
     pub sandbox: Vec<crate::shell::Layer>,
+    /// How the last shell command the call ran ended (none when it ran none).
+    pub exit: Option<crate::shell::Status>,
     /// The connections the proxy refused to the shell commands of the call.
     pub blocked: Vec<crate::shell::Blocked>,
     /// The refusals of the plugin's own writes to protected paths, one per path.
@@ -314,6 +316,7 @@ impl Core {
             Ok(Ok(outcome)) => Ok(Answer {
                 outcome,
                 sandbox: std::mem::take(&mut store.data_mut().sandbox),
+                exit: store.data_mut().exit.take(),
                 blocked: std::mem::take(&mut store.data_mut().blocked),
                 protected: std::mem::take(&mut store.data_mut().protected),
             }),

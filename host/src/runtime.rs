@@ -45,6 +45,9 @@ pub struct CallOutcome {
     pub diff: Option<Diff>,
     /// The layers of confinement of the shell command it ran, if it ran one.
     pub sandbox: Vec<crate::shell::Layer>,
+    /// How that command ended: the exit status its text's trailer tells the model, for a
+    /// program, which cannot tell the trailer from a command's own output ending alike.
+    pub exit: Option<crate::shell::Status>,
     /// The connections cordon's proxy refused to that command (`host:port` and the line its
     /// output ends with).
     pub blocked: Vec<crate::shell::Blocked>,
@@ -59,6 +62,7 @@ impl CallOutcome {
             locations: Vec::new(),
             diff: None,
             sandbox: Vec::new(),
+            exit: None,
             blocked: Vec::new(),
         }
     }
@@ -422,6 +426,7 @@ impl Runtime {
         let Answer {
             outcome,
             sandbox,
+            exit,
             blocked,
             mut protected,
         } = answer;
@@ -443,6 +448,7 @@ impl Runtime {
             locations: outcome.locations,
             diff: outcome.diff,
             sandbox,
+            exit,
             blocked,
         }
     }

@@ -35,6 +35,8 @@ pub(crate) struct State {
     pub(crate) dry_run: bool,
     /// The layers of confinement of the last shell command the plugin ran.
     pub(crate) sandbox: Vec<crate::shell::Layer>,
+    /// How the last shell command the plugin ran ended.
+    pub(crate) exit: Option<crate::shell::Status>,
     /// The connections the proxy refused to the plugin's shell commands.
     pub(crate) blocked: Vec<crate::shell::Blocked>,
     /// The refusals of the plugin's own writes to protected paths ([`crate::caps::fs`]).
@@ -102,6 +104,7 @@ impl State {
             stdio,
             dry_run,
             sandbox: Vec::new(),
+            exit: None,
             blocked: Vec::new(),
             protected: Vec::new(),
             watch: Default::default(),

@@ -652,3 +652,29 @@ fn a_call_may_stream_its_output_lines_before_its_answer() {
         "{out:?}"
     );
 }
+
+/// A call that ran a command says how it ended in `exit`, which a command's own output cannot
+/// forge: a command that exits 0 after printing a trailer's text still reports code 0.
+#[test]
+fn a_call_that_ran_a_command_reports_how_it_ended() {
+    let c = Cordon::new().with_args(&["--timeout", "1"]);
+    let out = session(
+        &c,
+        &[
+            call(
+                "bash",
+                json!({"command": "printf '[exit code: exit status 3]'"}),
+            ),
+            call("bash", json!({"command": "exit 3"})),
+            call("bash", json!({"command": "kill -TERM $$"})),
+            call("bash", json!({"command": "sleep 5"})),
+            call("read_file", json!({"path": c.write("a.txt", "a\n")})),
+        ],
+    );
+    assert_eq!(out[0]["output"], out[1]["output"], "{out:?}");
+    assert_eq!(out[0]["exit"], json!({"code": 0}), "{out:?}");
+    assert_eq!(out[1]["exit"], json!({"code": 3}), "{out:?}");
+    assert_eq!(out[2]["exit"], json!({"signal": "SIGTERM"}), "{out:?}");
+    assert_eq!(out[3]["exit"], json!({"timeout": 1}), "{out:?}");
+    assert!(out[4].get("exit").is_none(), "{out:?}");
+}

@@ -397,14 +397,14 @@ impl Server {
                             let answer = ask.ask(&question).await;
                             self.session.lock().await.answer(&pending, answer)
                         }
-                        Err(failed) => Decision::Refuse(failed),
+                        Err(failed) => Decision::Refuse(Box::new(failed)),
                     },
                 }
             }
             decided => decided,
         };
         let outcome = match decision {
-            Decision::Refuse(refusal) => refusal,
+            Decision::Refuse(refusal) => *refusal,
             _ => {
                 // Two calls that change files never interleave; commands and reads need not
                 // wait for each other.

@@ -47,6 +47,7 @@ impl State {
         let timeout = timeout.unwrap_or(shell.policy().timeout);
         let done = shell.run_for(command, timeout, &hooks);
         self.sandbox = done.layers;
+        self.exit = Some(done.status.clone());
         self.blocked.extend(done.blocked);
         // Cut here, where the gap between the two ends is known: the plugin gets one text.
         let (output, omitted_bytes) = output::ends(

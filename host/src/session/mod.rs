@@ -232,7 +232,7 @@ pub enum Decision {
     /// It runs: it needs no permission or has it (a call that cannot run fails as it runs).
     Run,
     /// It is refused; the outcome says why.
-    Refuse(CallOutcome),
+    Refuse(Box<CallOutcome>),
     /// The user must be asked ([`Pending::question`]), and the answer given to
     /// [`Session::answer`].
     Ask,
@@ -384,12 +384,12 @@ impl Session {
                     let answer = ask.ask(&request).await;
                     self.answer(&pending, answer)
                 }
-                Err(failed) => Decision::Refuse(failed),
+                Err(failed) => Decision::Refuse(Box::new(failed)),
             },
             decided => decided,
         };
         let outcome = match decision {
-            Decision::Refuse(refusal) => refusal,
+            Decision::Refuse(refusal) => *refusal,
             _ => pending.run(self.hosts(), ask, progress).await,
         };
         self.finish(pending, outcome)
@@ -409,7 +409,7 @@ impl Session {
             (Mode::Ask, None) => return Decision::Ask,
             (Mode::Deny, _) | (Mode::Ask, Some(false)) => Answer::RejectOnce,
         };
-        Decision::Refuse(CallOutcome::failure(refusal(kind, name, answer)))
+        Decision::Refuse(Box::new(CallOutcome::failure(refusal(kind, name, answer))))
     }
 
     /// Takes the user's `answer` about `pending` (an "always" one holds for the rest of the
@@ -425,7 +425,7 @@ impl Session {
         if answer.allows() {
             Decision::Run
         } else {
-            Decision::Refuse(CallOutcome::failure(refusal(kind, name, answer)))
+            Decision::Refuse(Box::new(CallOutcome::failure(refusal(kind, name, answer))))
         }
     }
 
