@@ -309,25 +309,22 @@ class AsyncSession:
             await self._reap()
 
     async def _reap(self) -> None:
-        """Closes cordon's input, waits for it and its processes to end, else kills them."""
+        """Closes cordon's input and waits until it and every process of its tree have ended
+        (its helpers end with it, an idle command's init a moment after); kills what is left
+        after :data:`GRACE` seconds."""
         process = self._process
         if process is None:
             return
-        tree = procs.tree(process.pid)
+        tree = await asyncio.to_thread(procs.tree, process.pid)
         if process.stdin is not None and not process.stdin.is_closing():
             process.stdin.close()
         try:
             await asyncio.wait_for(process.wait(), GRACE)
         except asyncio.TimeoutError:
-            log.warning(
-                "cordon %d did not end within %ss of its input's end; killing it",
-                process.pid,
-                GRACE,
-            )
+            log.warning("cordon %d did not end within %ss; killing it", process.pid, GRACE)
             process.kill()
             await process.wait()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        # cordon's helpers end after it, on their own; whatever is left is killed.
         await procs.end(tree, GRACE)
 
     async def _request(self, request: dict[str, Any], on_output: OnOutput | None) -> dict[str, Any]:

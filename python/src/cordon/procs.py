@@ -1,8 +1,6 @@
-"""The processes a session started, read from ``/proc``: so that closing a session can wait
-until every one of them is gone, and kill any left behind.
-
-cordon's helpers (the sandbox's zygote, a command's init) end on their own once cordon has;
-this is what makes "closed" mean that nothing of the session runs any more.
+"""The processes of a session, read from ``/proc``: a cancelled call returns once its
+command's processes are gone (cordon answers at once and kills them just after), and closing a
+session returns once every process of its tree is (killing what is left after a grace time).
 """
 
 from __future__ import annotations
@@ -19,18 +17,19 @@ Process = tuple[int, int]
 def tree(root: int) -> set[Process]:
     """``root`` and its descendants, as they are now."""
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat is not None:
-                children.setdefault(stat[0], []).append(int(entry))
+    starts: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            stat = _stat(int(entry.name))
+            if stat is not None and stat[2] != "Z":
+                children.setdefault(stat[0], []).append(int(entry.name))
+                starts[int(entry.name)] = stat[1]
     found: set[Process] = set()
     todo = [root]
     while todo:
         pid = todo.pop()
-        start = started(pid)
-        if start is not None:
-            found.add((pid, start))
+        if pid in starts:
+            found.add((pid, starts[pid]))
             todo.extend(children.get(pid, ()))
     return found
 
@@ -86,10 +85,15 @@ def _args(pid: int) -> list[bytes]:
 def _stat(pid: int) -> tuple[int, int, str] | None:
     """The parent, start time and state of ``pid``."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as file:
-            text = file.read().decode(errors="replace")
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return None
+    try:
+        text = os.read(fd, 1024)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # The command name, in parentheses, may hold spaces and parentheses: split after it.
-    fields = text[text.rindex(")") + 2 :].split()
-    return int(fields[1]), int(fields[19]), fields[0]
+    fields = text[text.rindex(b")") + 2 :].split()
+    return int(fields[1]), int(fields[19]), fields[0].decode()
