@@ -1,7 +1,7 @@
 """`AsyncSession`: one ``cordon session`` process, driven over its JSON-lines protocol.
 
 This is the package's one client of the protocol (docs/session.md); the synchronous
-:class:`~cordon.Session` runs it on a thread of its own. cordon serves calls one at a time, so
+:class:`~cordon.Session` runs it on the package's event-loop thread. cordon serves calls one at a time, so
 a session sends one request and reads the lines that answer it (streamed output, permission
 requests, then the response) before it sends the next; concurrent callers wait their turn.
 """
