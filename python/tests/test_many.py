@@ -34,7 +34,7 @@ def test_a_hundred_sessions_from_one_process(tmp_path: Path) -> None:
         opened = list(pool.map(open_and_use, workspaces))
     sessions = [s for s, _, _ in opened]
     assert len({s.pid for s in sessions}) == SESSIONS  # all open at once, each its own cordon
-    for path, (_, command, written) in zip(workspaces, opened):
+    for path, (_, command, written) in zip(workspaces, opened, strict=True):
         assert command.output == f"{path.name}\n" and command.exit_code == 0
         assert written.output.startswith("Created f.txt (1 line)")
         assert (path / "f.txt").read_text() == path.name
