@@ -197,7 +197,9 @@ impl Global {
         }
         options.shell.memory_limit = Some(self.bash_memory << 20);
         options.shell.max_processes = self.bash_max_processes;
-        options.shell.allow_missing = self.sandbox_allow_missing.clone();
+        options.shell.allow_missing = (self.sandbox_allow_missing.iter())
+            .map(|layer| layer.parse().expect("one of the possible values"))
+            .collect();
         options.plugin_dirs.extend(self.plugin_dirs.iter().cloned());
         if let Some(file) = &self.config {
             options.config = Some(file.clone());
