@@ -31,9 +31,10 @@ pub(super) struct Plan {
 /// no stand-in, and without them only `--unconfined-bash` runs commands.
 pub const OPTIONAL_LAYERS: [&str; 2] = ["landlock", "seccomp"];
 
-/// A layer of [`OPTIONAL_LAYERS`], as [`Policy::allow_missing`] names it.
+/// A layer of [`OPTIONAL_LAYERS`], as [`Policy::allow_missing`] names it; read (from the
+/// wire, or a config file) by its `FromStr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(try_from = "String", into = "&'static str")]
 pub enum OptionalLayer {
     Landlock,
     Seccomp,
@@ -63,6 +64,20 @@ impl std::str::FromStr for OptionalLayer {
             "seccomp" => Ok(OptionalLayer::Seccomp),
             _ => Err(NotOptional(text.to_string())),
         }
+    }
+}
+
+impl TryFrom<String> for OptionalLayer {
+    type Error = NotOptional;
+
+    fn try_from(text: String) -> Result<Self, NotOptional> {
+        text.parse()
+    }
+}
+
+impl From<OptionalLayer> for &'static str {
+    fn from(layer: OptionalLayer) -> Self {
+        layer.as_str()
     }
 }
 

@@ -129,7 +129,7 @@ mod view;
 mod wire;
 mod zygote;
 
-pub use confine::{OPTIONAL_LAYERS, OptionalLayer};
+pub use confine::{NotOptional, OPTIONAL_LAYERS, OptionalLayer};
 pub use egress::{Allowlist, Blocked, Network, Pattern};
 pub use proxy::PORT as PROXY_PORT;
 pub use receipt::{Enforcement, LAYERS, Layer};
