@@ -130,3 +130,30 @@ fn canonical_dir(path: &std::path::Path) -> std::io::Result<PathBuf> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A knob given wins over the config file's, which wins over its default.
+    #[test]
+    fn the_command_line_over_the_file_over_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workspace, config) = (dir.path().join("ws"), dir.path().join("config.toml"));
+        std::fs::create_dir(&workspace).unwrap();
+        let file = "[bash]\nhome = \"private\"\ntimeout = 60\nallow_missing = [\"seccomp\"]\n";
+        std::fs::write(&config, file).unwrap();
+        let mut options = Options::new(&workspace);
+        options.config = Some(config);
+        options.settings.bash.timeout = Some("5".parse().unwrap());
+        options.settings.bash.allow_missing = vec!["landlock".parse().unwrap()];
+        let resolved = options.resolve().unwrap();
+        assert_eq!(resolved.workspace, workspace.canonicalize().unwrap());
+        assert_eq!(resolved.shell.timeout, std::time::Duration::from_secs(5));
+        assert_eq!(resolved.shell.max_processes, shell::DEFAULT_MAX_PROCESSES);
+        assert_eq!(resolved.shell.home, None);
+        let both = ["seccomp".parse().unwrap(), "landlock".parse().unwrap()];
+        assert_eq!(resolved.shell.allow_missing, both);
+        assert_eq!(resolved.max_output, DEFAULT_MAX_OUTPUT);
+    }
+}
