@@ -84,6 +84,8 @@ impl Options {
             s.last(|s| &s.bash.memory)
                 .map_or(shell::DEFAULT_MEMORY_LIMIT, Mib::bytes),
         );
+        shell.output_cap =
+            (s.last(|s| &s.bash.output_cap)).map_or(shell::DEFAULT_OUTPUT_CAP, Mib::size);
         shell.max_processes = (s.last(|s| &s.bash.max_processes))
             .map_or(shell::DEFAULT_MAX_PROCESSES, Processes::get);
         shell.allow_missing = s.all(|s| &s.bash.allow_missing).copied().collect();
@@ -141,7 +143,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (workspace, config) = (dir.path().join("ws"), dir.path().join("config.toml"));
         std::fs::create_dir(&workspace).unwrap();
-        let file = "[bash]\nhome = \"private\"\ntimeout = 60\nallow_missing = [\"seccomp\"]\n";
+        let file = "[bash]\nhome = \"private\"\ntimeout = 60\noutput_cap = 2\nallow_missing = [\"seccomp\"]\n";
         std::fs::write(&config, file).unwrap();
         let mut options = Options::new(&workspace);
         options.config = Some(config);
@@ -150,6 +152,7 @@ mod tests {
         let resolved = options.resolve().unwrap();
         assert_eq!(resolved.workspace, workspace.canonicalize().unwrap());
         assert_eq!(resolved.shell.timeout, std::time::Duration::from_secs(5));
+        assert_eq!(resolved.shell.output_cap, 2 << 20);
         assert_eq!(resolved.shell.max_processes, shell::DEFAULT_MAX_PROCESSES);
         assert_eq!(resolved.shell.home, None);
         let both = ["seccomp".parse().unwrap(), "landlock".parse().unwrap()];

@@ -192,6 +192,14 @@ pub struct Bash {
     )]
     pub memory: Option<Mib>,
 
+    /// How many MiB of a bash command's output cordon keeps from its start, and as many from
+    /// its end; what lies between is counted, not kept [default: 1].
+    #[cfg_attr(
+        feature = "cli",
+        arg(long = "bash-output-cap", value_name = "MIB", global = true)
+    )]
+    pub output_cap: Option<Mib>,
+
     /// How many processes and threads a bash command may have at once [default: 512].
     #[cfg_attr(
         feature = "cli",

@@ -72,6 +72,10 @@ impl Mib {
     pub fn bytes(&self) -> u64 {
         self.0.saturating_mul(1 << 20)
     }
+
+    pub fn size(&self) -> usize {
+        usize::try_from(self.bytes()).unwrap_or(usize::MAX)
+    }
 }
 
 impl FromStr for Mib {
