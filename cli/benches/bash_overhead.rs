@@ -51,8 +51,8 @@ fn main() {
     let kept = shell::Shell::new(confined.clone());
 
     let mut options = Options::new(workspace.path());
-    options.shell = confined.clone();
-    options.cache_dir = Some(std::env::temp_dir().join("cordon-bench-cache"));
+    options.helper = Some(helper.clone());
+    options.settings.tools.cache_dir = Some(std::env::temp_dir().join("cordon-bench-cache"));
     let async_runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

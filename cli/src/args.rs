@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::LazyLock;
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use cordon::Options;
@@ -35,101 +34,9 @@ pub struct Global {
     #[arg(long, value_name = "DIR", default_value = ".", global = true)]
     pub workspace: PathBuf,
 
-    /// The most characters of output the model sees from one call; the rest is cut with a
-    /// notice.
-    #[arg(long, value_name = "CHARS", default_value_t = cordon::options::DEFAULT_MAX_OUTPUT, global = true)]
-    pub max_output: usize,
-
-    /// Do not declare read_file, write_file and edit_file.
-    #[arg(long, global = true)]
-    pub no_edit_tools: bool,
-
-    /// The skills directory: `<name>.md` or `<name>/SKILL.md` files for read_skill.
-    #[arg(long, value_name = "DIR", global = true)]
-    pub skills: Option<PathBuf>,
-
-    /// Seconds a bash command may run before its whole process tree is killed.
-    #[arg(long, value_name = "SECS", default_value_t = cordon::shell::DEFAULT_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..), global = true)]
-    pub timeout: u64,
-
-    /// The most seconds a bash call may ask for with its `timeout` field [default: the config
-    /// file's `[bash] max_timeout`, else 600; never below --timeout].
-    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..), global = true)]
-    pub max_timeout: Option<u64>,
-
-    /// Run bash commands without the kernel confinement (namespaces, Landlock, seccomp,
-    /// dropped capabilities) when the kernel cannot enforce it. Timeout, process-tree kill and
-    /// output bound still apply.
-    #[arg(long, global = true)]
-    pub unconfined_bash: bool,
-
-    /// Let bash commands run without these layers of the sandbox when the kernel cannot
-    /// enforce them (the other layers still apply; `cordon doctor` shows what holds).
-    #[arg(long, value_name = "LAYER[,LAYER]", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(cordon::shell::OPTIONAL_LAYERS), global = true)]
-    pub sandbox_allow_missing: Vec<String>,
-
-    /// Let bash commands also read (and execute from) this file or directory; repeatable.
-    #[arg(long, value_name = "PATH", global = true)]
-    pub bash_read: Vec<PathBuf>,
-
-    /// Let bash commands also write this file or directory; repeatable.
-    #[arg(long, value_name = "PATH", global = true)]
-    pub bash_write: Vec<PathBuf>,
-
-    /// Give bash commands this variable: `NAME=VALUE` sets it, `NAME` passes cordon's own
-    /// value through, `PREFIX*` passes every variable starting with PREFIX except those whose
-    /// names look like secrets (TOKEN, SECRET, KEY, PASSWORD, CREDENTIAL), which pass only
-    /// when named exactly; repeatable.
-    #[arg(long, value_name = "NAME[=VALUE]", global = true)]
-    pub bash_env: Vec<String>,
-
-    /// Put this directory before the fixed PATH of bash commands (and let them read it);
-    /// repeatable.
-    #[arg(long, value_name = "DIR", global = true)]
-    pub bash_path: Vec<PathBuf>,
-
-    /// The home directory of bash commands: `workspace` (one per workspace, kept between
-    /// calls and sessions, under ~/.local/share/cordon/homes), `private` (empty at every
-    /// call) or a directory [default: workspace].
-    #[arg(long, value_name = "workspace|private|DIR", global = true)]
-    pub bash_home: Option<String>,
-
-    /// Let bash commands use the user's toolchains found on this machine (rustup and cargo,
-    /// pyenv, nvm, Go, uv, pipx, ~/.local/bin): each read-only, on PATH, with its variables,
-    /// its download caches writable. `cordon --toolchains doctor` lists them.
-    #[arg(long, global = true)]
-    pub toolchains: bool,
-
-    /// Let every tool write this protected path of the workspace (a git hook or config,
-    /// .envrc, .vscode, ...) and what is below it; repeatable.
-    #[arg(long, value_name = "PATH", global = true)]
-    pub unprotect: Vec<PathBuf>,
-
-    /// Let bash commands use the whole network: every address and port, the host's own
-    /// services and the cloud metadata address included. --allow-domain is the narrow way.
-    #[arg(long, global = true)]
-    pub bash_network: bool,
-
-    /// Let bash commands reach this host through cordon's proxy: a name (pypi.org), a wildcard
-    /// of subdomains (*.githubusercontent.com, not the name itself) or an address, optionally
-    /// with :PORT (default: 80 and 443), or a named set of hosts: @pypi, @npm, @crates, @go,
-    /// @github, @rubygems, @maven; repeatable. Every other connection is refused.
-    #[arg(long, value_name = "PATTERN", global = true)]
-    pub allow_domain: Vec<String>,
-
-    /// Have cordon's proxy connect to ADDRESS for NAME instead of resolving it (as
-    /// /etc/hosts would), even when ADDRESS is a loopback or private one; repeatable.
-    #[arg(long, value_name = "NAME=ADDRESS", global = true)]
-    pub add_host: Vec<String>,
-
-    /// The memory limit of a bash command's whole process tree, in MiB (a memory cgroup;
-    /// where cordon cannot create one, each process's address-space limit instead).
-    #[arg(long, value_name = "MIB", default_value_t = cordon::shell::DEFAULT_MEMORY_LIMIT >> 20, value_parser = clap::value_parser!(u64).range(1..), global = true)]
-    pub bash_memory: u64,
-
-    /// How many processes and threads a bash command may have at once.
-    #[arg(long, value_name = "N", default_value_t = cordon::shell::DEFAULT_MAX_PROCESSES, value_parser = clap::value_parser!(u32).range(1..), global = true)]
-    pub bash_max_processes: u32,
+    /// Every knob of the runtime and its sandbox, each also a key of the config file.
+    #[command(flatten)]
+    pub settings: cordon::Settings,
 
     /// Whether calls that change things (edit and execute tools) run: `allow` runs them, `ask`
     /// asks first (on the terminal for `call`, through the protocol for `session` and `mcp`),
@@ -147,13 +54,9 @@ pub struct Global {
     #[arg(long, value_name = "N", default_value_t = 5, global = true)]
     pub preview_lines: usize,
 
-    /// A directory of third-party plugins (`NAME.wasm` with its manifest `NAME.toml`);
-    /// repeatable. `~/.config/cordon/plugins` is used too when it exists.
-    #[arg(long = "plugins", value_name = "DIR", global = true)]
-    pub plugin_dirs: Vec<PathBuf>,
-
-    /// cordon's config file, where the user allows plugins more than the defaults
-    /// [default: ~/.config/cordon/config.toml when it exists].
+    /// cordon's config file, where the user allows plugins more than the defaults and sets
+    /// any of these options for every start [default: ~/.config/cordon/config.toml when it
+    /// exists].
     #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
 
@@ -162,48 +65,15 @@ pub struct Global {
     /// when set, takes effect unless this is given.
     #[arg(long, value_enum, value_name = "LEVEL", global = true)]
     pub log_level: Option<LogLevel>,
-
-    /// Where compiled plugins are cached [default: $CORDON_CACHE_DIR, else
-    /// $XDG_CACHE_HOME/cordon, else ~/.cache/cordon].
-    #[arg(long, value_name = "DIR", global = true)]
-    pub cache_dir: Option<PathBuf>,
 }
 
 impl Global {
     /// The runtime options these flags describe.
     pub fn options(&self) -> Options {
         let mut options = Options::new(&self.workspace);
-        options.max_output = self.max_output;
-        options.edit_tools = !self.no_edit_tools;
-        options.skills = self.skills.clone();
-        options.shell.timeout = Duration::from_secs(self.timeout);
-        options.shell.unconfined = self.unconfined_bash;
-        options.bash = cordon::config::BashSettings {
-            read: self.bash_read.clone(),
-            write: self.bash_write.clone(),
-            env: self.bash_env.clone(),
-            path: self.bash_path.clone(),
-            unprotect: self.unprotect.clone(),
-            home: self.bash_home.clone(),
-            toolchains: self.toolchains,
-            max_timeout: self.max_timeout,
-        };
-        options.network = cordon::config::NetworkSettings {
-            allow: self.allow_domain.clone(),
-            hosts: self.add_host.clone(),
-        };
-        if self.bash_network {
-            options.shell.network = cordon::shell::Network::Open;
-        }
-        options.shell.memory_limit = Some(self.bash_memory << 20);
-        options.shell.max_processes = self.bash_max_processes;
-        options.shell.allow_missing = self.sandbox_allow_missing.clone();
-        options.plugin_dirs.extend(self.plugin_dirs.iter().cloned());
+        options.settings = self.settings.clone();
         if let Some(file) = &self.config {
             options.config = Some(file.clone());
-        }
-        if let Some(dir) = &self.cache_dir {
-            options.cache_dir = Some(dir.clone());
         }
         options
     }

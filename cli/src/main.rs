@@ -46,8 +46,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // Only `cordon session` passes ACP tool calls on, whose content is an edit's whole texts.
     options.diffs = matches!(cli.command, Command::Session);
     if let Command::Doctor { json } = cli.command {
-        let (options, _, toolchains) = cordon::runtime::settle(options)?;
-        return doctor::run(options.shell, toolchains, json).await;
+        let resolved = options.resolve()?;
+        return doctor::run(resolved.shell, resolved.toolchains, json).await;
     }
     // `cordon mcp --http`'s options are checked before the runtime starts: a refusal is quick.
     let http = match &cli.command {
@@ -56,8 +56,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     };
     let mut runtime = match &cli.command {
         // One call needs one plugin: skip starting the others.
-        Command::Call { tool, .. } => Runtime::for_tool(options.clone(), tool).await?,
-        _ => Runtime::new(options.clone()).await?,
+        Command::Call { tool, .. } => Runtime::for_tool(options, tool).await?,
+        _ => Runtime::new(options).await?,
     };
     let (mode, preview_lines) = (cli.global.permissions.into(), cli.global.preview_lines);
     match cli.command {
@@ -112,7 +112,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(_) => {
-            mcp::serve(runtime, &options, mode, http).await?;
+            mcp::serve(runtime, mode, http).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor { .. } => unreachable!("served before the runtime starts"),

@@ -1,51 +1,19 @@
-//! The user's settings for bash commands beyond the sandbox's defaults: the `[bash]` table of
-//! cordon's config file (never a file of the workspace), the variables passed through, and the
-//! home directory that keeps the commands' caches between calls.
+//! The resolution of bash's settings beyond the sandbox's defaults (the `[bash]` table of
+//! cordon's config file under the command line's): the toolchains, the variables passed
+//! through, the user's secrets kept hidden, and the home directory that keeps the commands'
+//! caches between calls.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use crate::config::{self, BashSettings as Settings};
+use crate::config;
+use crate::settings::{Home, Layers, Variable};
 use crate::shell::{Policy, RESERVED};
 use crate::toolchains::{self, Toolchain};
-
-/// Where a command's `HOME` comes from (`--bash-home`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Home {
-    /// A directory of its own for each workspace, under cordon's data directory, that lasts
-    /// between calls and sessions (the default).
-    Workspace,
-    /// An empty directory for each call.
-    Private,
-    /// This directory.
-    Dir(PathBuf),
-}
-
-impl Home {
-    /// `workspace`, `private` or a directory, as `--bash-home` and `home =` spell it.
-    pub fn parse(text: &str) -> Home {
-        match text {
-            "workspace" => Home::Workspace,
-            "private" => Home::Private,
-            dir => Home::Dir(PathBuf::from(dir)),
-        }
-    }
-}
 
 /// Why the bash settings cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
-    #[error(
-        "--bash-env {0}: not a variable name (letters, digits and _, not starting with a digit; \
-         a trailing * passes every variable it starts)"
-    )]
-    Name(String),
-    #[error(
-        "--bash-env {0}: PATH, HOME and TMPDIR are set by cordon; use --bash-path to extend \
-         PATH and --bash-home to choose the home"
-    )]
-    Reserved(String),
     #[error(
         "cannot use {} as the home of bash commands: {source}. Pass an existing directory, or \
          `private`, with --bash-home", path.display()
@@ -59,8 +27,6 @@ pub enum SettingsError {
          nor HOME is set); pass --bash-home private or a directory"
     )]
     NoDataDir,
-    #[error("max_timeout = 0 in [bash]: commands may not be given no time; use 1 or more seconds")]
-    MaxTimeout,
 }
 
 /// What of the user's home stays hidden from bash commands whatever the grants (an extra
@@ -94,51 +60,34 @@ pub const SECRET_WORDS: [&str; 5] = ["TOKEN", "SECRET", "KEY", "PASSWORD", "CRED
 /// own): `NAME=VALUE` sets one; `NAME` passes one through when it is set; `PREFIX*` passes
 /// every variable that starts with `PREFIX`, except those whose names look like secrets
 /// ([`SECRET_WORDS`]).
-pub fn variables(
-    specs: &[String],
+pub fn variables<'a>(
+    specs: impl IntoIterator<Item = &'a Variable>,
     environment: &[(String, String)],
-) -> Result<Vec<(String, String)>, SettingsError> {
+) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut set = |name: &str, value: &str| {
         out.retain(|(k, _)| k != name);
         out.push((name.to_string(), value.to_string()));
     };
     for spec in specs {
-        let (name, value) = match spec.split_once('=') {
-            Some((name, value)) => (name, Some(value)),
-            None => (spec.as_str(), None),
-        };
-        let (stem, pattern) = match name.strip_suffix('*') {
-            Some(stem) if value.is_none() => (stem, true),
-            _ => (name, false),
-        };
-        let valid = stem.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !stem.starts_with(|c: char| c.is_ascii_digit())
-            && (pattern || !stem.is_empty());
-        if !valid {
-            return Err(SettingsError::Name(spec.clone()));
-        }
-        if !pattern && RESERVED.contains(&stem) {
-            return Err(SettingsError::Reserved(spec.clone()));
-        }
-        match (value, pattern) {
-            (Some(value), _) => set(name, value),
-            (None, false) => {
+        match spec {
+            Variable::Set(name, value) => set(name, value),
+            Variable::Pass(name) => {
                 if let Some((_, value)) = environment.iter().find(|(k, _)| k == name) {
                     set(name, value);
                 }
             }
-            (None, true) => {
+            Variable::Prefix(stem) => {
                 for (k, v) in environment {
                     let reserved = RESERVED.contains(&k.as_str());
-                    if k.starts_with(stem) && !reserved && !looks_secret(k) {
+                    if k.starts_with(stem.as_str()) && !reserved && !looks_secret(k) {
                         set(k, v);
                     }
                 }
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// Whether a variable's name looks like that of a secret.
@@ -213,18 +162,18 @@ pub fn git_identity() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Applies `settings` to `policy` (whose workspace is canonical): the toolchains found (when
-/// asked for), the extra paths, `PATH`, the variables (the user's git identity first, then the
-/// toolchains', so `--bash-env` can replace them), the protected paths relaxed, the user's
-/// secrets hidden, and the home, created when it is the workspace's and missing. Returns the
+/// Resolves the bash settings of `s` into `policy` (whose workspace is canonical): the
+/// toolchains found (when asked for), the extra paths, `PATH`, the variables (the user's git
+/// identity first, then the toolchains', so `--bash-env` can replace them), the user's secrets
+/// hidden, and the home, created when it is the workspace's and missing. Returns the
 /// toolchains granted.
-pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>, SettingsError> {
+pub fn resolve(s: &Layers, policy: &mut Policy) -> Result<Vec<Toolchain>, SettingsError> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let found = match &home {
         Some(home) => toolchains::detect(home, |name| std::env::var(name).ok()),
         None => Vec::new(),
     };
-    let toolchains = match settings.toolchains {
+    let toolchains = match s.last(|s| &s.bash.toolchains) == Some(&true) {
         true => found,
         false => {
             policy.ungranted = found.iter().flat_map(|t| t.path.iter().cloned()).collect();
@@ -242,12 +191,15 @@ pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>,
         policy.path.extend(toolchain.path.iter().cloned());
         env.extend(toolchain.env.iter().cloned());
     }
-    policy.extra_read.extend(settings.read.iter().cloned());
-    policy.extra_read.extend(settings.path.iter().cloned());
-    policy.extra_write.extend(settings.write.iter().cloned());
-    policy.path.extend(settings.path.iter().cloned());
-    policy.unprotect.extend(settings.unprotect.iter().cloned());
-    let named = |p: &PathBuf| settings.read.contains(p) || settings.write.contains(p);
+    let (read, write): (Vec<&PathBuf>, Vec<&PathBuf>) = (
+        s.all(|s| &s.bash.read).collect(),
+        s.all(|s| &s.bash.write).collect(),
+    );
+    policy.extra_read.extend(read.iter().copied().cloned());
+    policy.extra_read.extend(s.all(|s| &s.bash.path).cloned());
+    policy.extra_write.extend(write.iter().copied().cloned());
+    policy.path.extend(s.all(|s| &s.bash.path).cloned());
+    let named = |p: &PathBuf| read.contains(&p) || write.contains(&p);
     policy.hidden = home
         .iter()
         .flat_map(|home| HOME_SECRETS.iter().map(|s| home.join(s)))
@@ -256,18 +208,13 @@ pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>,
     let environment: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
-    for (name, value) in variables(&settings.env, &environment)? {
+    for (name, value) in variables(s.all(|s| &s.bash.env), &environment) {
         env.retain(|(k, _)| *k != name);
         env.push((name, value));
     }
     policy.env = env;
-    match settings.max_timeout {
-        Some(0) => return Err(SettingsError::MaxTimeout),
-        Some(secs) => policy.max_timeout = Duration::from_secs(secs),
-        None => {}
-    }
-    match settings.home.as_deref() {
-        Some(home) => set_home(policy, &Home::parse(home))?,
+    match s.last(|s| &s.bash.home) {
+        Some(home) => set_home(policy, home)?,
         // The default: a home that cannot be made (no writable data directory) must not stop
         // every tool, so commands get a private one, and the log says why.
         None => set_home(policy, &Home::Workspace).or_else(|e| {
@@ -276,18 +223,6 @@ pub fn apply(settings: &Settings, policy: &mut Policy) -> Result<Vec<Toolchain>,
         })?,
     }
     Ok(toolchains)
-}
-
-/// Settles the bash settings of `options` (whose workspace is canonical): `config`'s `[bash]`
-/// table first, then the command line's, applied to [`crate::Options::shell`]. Returns the
-/// toolchains granted.
-pub fn settle(
-    options: &mut crate::Options,
-    config: &config::Config,
-) -> Result<Vec<Toolchain>, SettingsError> {
-    options.bash = config.bash.then(&options.bash);
-    options.shell.workspace = options.workspace.clone();
-    apply(&options.bash, &mut options.shell)
 }
 
 /// Applies the home choice to `policy` (whose workspace is canonical), creating the
@@ -341,23 +276,16 @@ mod tests {
             ("NPM_CONFIG_REGISTRY", "r"),
             ("AWS_SECRET_ACCESS_KEY", "s"),
         ]);
-        let specs = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let specs =
+            |s: &[&str]| -> Vec<Variable> { s.iter().map(|x| x.parse().unwrap()).collect() };
         assert_eq!(
-            variables(&specs(&["GITHUB_*", "*"]), &host).unwrap(),
+            variables(&specs(&["GITHUB_*", "*"]), &host),
             env(&[("GITHUB_USER", "u"), ("NPM_CONFIG_REGISTRY", "r")])
         );
         assert_eq!(
-            variables(&specs(&["GITHUB_TOKEN", "MISSING", "A=1"]), &host).unwrap(),
+            variables(&specs(&["GITHUB_TOKEN", "MISSING", "A=1"]), &host),
             env(&[("GITHUB_TOKEN", "t"), ("A", "1")])
         );
-        assert!(matches!(
-            variables(&specs(&["PATH=/x"]), &host),
-            Err(SettingsError::Reserved(_))
-        ));
-        assert!(matches!(
-            variables(&specs(&["1X"]), &host),
-            Err(SettingsError::Name(_))
-        ));
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::grants::Grants;
-use crate::options::Options;
+use crate::resolve::Resolved;
 use crate::shell::Shell;
 use crate::spec::{Limits, Source, Spec};
 
@@ -16,13 +16,13 @@ include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 /// read and write it; `bash` has no directory of its own, only the shell capability, whose
 /// commands run under the kernel confinement of [`crate::shell`]; `read_skill` reads the skills
 /// directory and nothing else.
-pub fn grants(name: &str, options: &Options) -> Option<Grants> {
-    let ws = &options.workspace;
+pub fn grants(name: &str, resolved: &Resolved) -> Option<Grants> {
+    let ws = &resolved.workspace;
     match name {
-        "bash" => Some(Grants::none(ws).shell(Arc::new(Shell::new(options.shell.clone())))),
-        "read_file" => options.edit_tools.then(|| Grants::none(ws).read(ws)),
-        "write_file" | "edit_file" => options.edit_tools.then(|| Grants::none(ws).read_write(ws)),
-        "read_skill" => options
+        "bash" => Some(Grants::none(ws).shell(Arc::new(Shell::new(resolved.shell.clone())))),
+        "read_file" => resolved.edit_tools.then(|| Grants::none(ws).read(ws)),
+        "write_file" | "edit_file" => resolved.edit_tools.then(|| Grants::none(ws).read_write(ws)),
+        "read_skill" => resolved
             .skills
             .as_ref()
             .map(|dir| Grants::none(dir).read(dir)),
@@ -31,7 +31,7 @@ pub fn grants(name: &str, options: &Options) -> Option<Grants> {
 }
 
 /// The built-in plugins to load under `options`, with their grants and limits.
-pub fn specs(options: &Options) -> Vec<Spec> {
+pub fn specs(resolved: &Resolved) -> Vec<Spec> {
     NAMES
         .iter()
         .filter_map(|name| {
@@ -41,8 +41,8 @@ pub fn specs(options: &Options) -> Vec<Spec> {
                 source: Source::Builtin,
                 bytes: bytes::Bytes::from_static(bytes),
                 digest,
-                grants: grants(name, options)?,
-                limits: limits(name, options),
+                grants: grants(name, resolved)?,
+                limits: limits(name, resolved),
                 tools: None,
             })
         })
@@ -52,10 +52,10 @@ pub fn specs(options: &Options) -> Vec<Spec> {
 /// Built-ins are trusted code, but still bounded: a pathological input must not hang or
 /// exhaust the host. `bash` waits in the host for its command, so its deadline is the longest
 /// a command may be given plus a margin for killing it.
-fn limits(name: &str, options: &Options) -> Limits {
+fn limits(name: &str, resolved: &Resolved) -> Limits {
     let timeout = match name {
         "bash" => {
-            Duration::from_secs(options.shell.max_timeout_secs().into()) + Duration::from_secs(10)
+            Duration::from_secs(resolved.shell.max_timeout_secs().into()) + Duration::from_secs(10)
         }
         _ => Duration::from_secs(60),
     };

@@ -10,93 +10,36 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::settings::Settings;
+
 /// The variable that moves the compile cache ([`default_cache_dir`]).
 pub const CACHE_DIR_ENV: &str = "CORDON_CACHE_DIR";
 
 /// The name of the key file that authenticates the compile cache, in the config directory.
 pub const CACHE_KEY_FILE: &str = "cache.key";
 
-/// cordon's config file: the user's consent, per plugin.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// cordon's config file: the user's consent, per plugin, and every knob of the runtime and
+/// its sandbox ([`Settings`]: the `[tools]`, `[bash]` and `[network]` tables).
+#[derive(Debug, Default)]
 pub struct Config {
     /// `[plugins.NAME]` tables.
-    #[serde(default)]
     pub plugins: BTreeMap<String, Consent>,
-    /// The `[bash]` table: more for bash commands than the sandbox's defaults.
-    #[serde(default)]
-    pub bash: BashSettings,
-    /// The `[network]` table: the hosts bash commands may reach.
-    #[serde(default)]
-    pub network: NetworkSettings,
+    /// The settings, which the command line's join ([`crate::settings::Layers`]).
+    pub settings: Settings,
 }
 
-/// The `[network]` table of cordon's config file; each list adds to its command-line option.
-#[derive(Clone, Debug, Default, Deserialize)]
+/// The file as written: its tables, each refusing a key it does not know.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct NetworkSettings {
-    /// Host patterns commands may reach through cordon's proxy (`--allow-domain`).
+struct File {
     #[serde(default)]
-    pub allow: Vec<String>,
-    /// `NAME=ADDRESS` mappings the proxy uses instead of a resolver (`--add-host`).
+    plugins: BTreeMap<String, Consent>,
     #[serde(default)]
-    pub hosts: Vec<String>,
-}
-
-impl NetworkSettings {
-    /// These settings after `more` (the command line's after the config file's).
-    pub fn then(&self, more: &NetworkSettings) -> NetworkSettings {
-        NetworkSettings {
-            allow: [self.allow.as_slice(), &more.allow].concat(),
-            hosts: [self.hosts.as_slice(), &more.hosts].concat(),
-        }
-    }
-}
-
-/// The `[bash]` table of cordon's config file; each list adds to its command-line option.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BashSettings {
-    /// More paths commands may read (`--bash-read`).
+    tools: crate::settings::Tools,
     #[serde(default)]
-    pub read: Vec<PathBuf>,
-    /// More paths commands may write (`--bash-write`).
+    bash: crate::settings::Bash,
     #[serde(default)]
-    pub write: Vec<PathBuf>,
-    /// Variables passed through or set (`--bash-env`).
-    #[serde(default)]
-    pub env: Vec<String>,
-    /// Directories put before `PATH`, readable too (`--bash-path`).
-    #[serde(default)]
-    pub path: Vec<PathBuf>,
-    /// Protected paths relaxed (`--unprotect`).
-    #[serde(default)]
-    pub unprotect: Vec<PathBuf>,
-    /// The home of commands (`--bash-home`): `"workspace"`, `"private"` or a directory.
-    pub home: Option<String>,
-    /// Grant the user's toolchains that are found (`--toolchains`, [`crate::toolchains`]).
-    #[serde(default)]
-    pub toolchains: bool,
-    /// The most seconds a command may ask for (`--max-timeout`).
-    pub max_timeout: Option<u64>,
-}
-
-impl BashSettings {
-    /// These settings after `more` (the command line's after the config file's): lists
-    /// joined, `more`'s home and most timeout chosen when it has them.
-    pub fn then(&self, more: &BashSettings) -> BashSettings {
-        let join = |a: &[PathBuf], b: &[PathBuf]| [a, b].concat();
-        BashSettings {
-            read: join(&self.read, &more.read),
-            write: join(&self.write, &more.write),
-            env: [self.env.as_slice(), &more.env].concat(),
-            path: join(&self.path, &more.path),
-            unprotect: join(&self.unprotect, &more.unprotect),
-            home: more.home.clone().or_else(|| self.home.clone()),
-            toolchains: self.toolchains || more.toolchains,
-            max_timeout: more.max_timeout.or(self.max_timeout),
-        }
-    }
+    network: crate::settings::Network,
 }
 
 /// `[plugins.NAME]`: what the user allows one plugin beyond the defaults.
@@ -134,6 +77,14 @@ pub enum ConfigError {
         path: PathBuf,
         source: toml::de::Error,
     },
+    /// A value its setting refuses (or of the wrong type), named by its key and table.
+    #[error("{key} = {value} in [{table}]: {why}")]
+    Value {
+        key: String,
+        value: String,
+        table: String,
+        why: String,
+    },
 }
 
 impl Config {
@@ -143,9 +94,38 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Invalid {
+        let invalid = |source| ConfigError::Invalid {
             path: path.to_path_buf(),
             source,
+        };
+        let document = toml::Deserializer::parse(&text).map_err(invalid)?;
+        // A bad value is named by its key and table; anything else (an unknown key, a value
+        // in a list) is shown where it is in the file.
+        let file: File = serde_path_to_error::deserialize(document).map_err(|e| {
+            let path = e.path().iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            let source = e.into_inner();
+            let value = source.span().map(|span| text[span].trim().to_string());
+            match (value, path.split_last()) {
+                (Some(value), Some((key, table)))
+                    if !table.is_empty() && !key.starts_with('[') && value != *key =>
+                {
+                    ConfigError::Value {
+                        key: key.clone(),
+                        value,
+                        table: table.join("."),
+                        why: source.message().to_string(),
+                    }
+                }
+                _ => invalid(source),
+            }
+        })?;
+        Ok(Config {
+            plugins: file.plugins,
+            settings: Settings {
+                tools: file.tools,
+                bash: file.bash,
+                network: file.network,
+            },
         })
     }
 }
@@ -202,4 +182,53 @@ fn var(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::read(&path)
+    }
+
+    #[test]
+    fn every_knob_is_a_key_read_by_its_type() {
+        let config = read(
+            "[tools]\nmax_output = 100\nedit_tools = false\n\
+             [bash]\ntimeout = \"60\"\nmemory = 512\nallow_missing = [\"seccomp\"]\n\
+             env = [\"A=1\"]\n[network]\nopen = true\nallow = [\"@pypi\"]\n",
+        )
+        .unwrap();
+        let s = &config.settings;
+        assert_eq!(s.tools.max_output, Some(100));
+        assert_eq!(s.tools.edit_tools, Some(false));
+        assert_eq!(s.bash.timeout, Some("60".parse().unwrap()));
+        assert_eq!(s.bash.memory.map(|m| m.bytes()), Some(512 << 20));
+        assert_eq!(s.bash.env, ["A=1".parse().unwrap()]);
+        assert_eq!(s.network.allow[0].patterns().len(), 2);
+    }
+
+    #[test]
+    fn a_bad_value_is_named_by_its_key_and_table() {
+        let error = read("[bash]\nmax_timeout = 0\n").unwrap_err().to_string();
+        assert_eq!(
+            error,
+            "max_timeout = 0 in [bash]: commands may not be given no time; use 1 or more seconds"
+        );
+        let error = read("[plugins.x]\nmax_memory_mib = \"a\"\n").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("max_memory_mib = \"a\" in [plugins.x]: ")
+        );
+        // An unknown key, or a bad entry of a list, is shown where it is in the file.
+        for text in ["[bash]\ntmeout = 3\n", "[network]\nallow = [\"*\"]\n"] {
+            let error = read(text).unwrap_err();
+            assert!(matches!(error, ConfigError::Invalid { .. }), "{error}");
+        }
+    }
 }

@@ -17,9 +17,9 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
-use crate::config::{self, Config, Consent};
+use crate::config::{self, Consent};
 use crate::grants::{Grants, HttpGrant, SecretHeader};
-use crate::options::Options;
+use crate::resolve::Resolved;
 use crate::shell::{Allowlist, Pattern};
 use crate::spec::{Limits, Source, Spec};
 
@@ -502,7 +502,7 @@ pub fn manifest_path(component: &Path) -> PathBuf {
 }
 
 /// The plugins of directory `dir`: every `NAME.wasm` in it, in name order.
-pub fn specs_in(dir: &Path, options: &Options, config: &Config) -> Result<Vec<Spec>, Error> {
+pub fn specs_in(dir: &Path, resolved: &Resolved) -> Result<Vec<Spec>, Error> {
     let entries = std::fs::read_dir(dir).map_err(|source| Error::PluginDir {
         path: dir.to_path_buf(),
         source,
@@ -512,15 +512,12 @@ pub fn specs_in(dir: &Path, options: &Options, config: &Config) -> Result<Vec<Sp
         .filter(|path| path.extension().is_some_and(|e| e == "wasm") && path.is_file())
         .collect();
     components.sort();
-    components
-        .iter()
-        .map(|path| spec(path, options, config))
-        .collect()
+    components.iter().map(|path| spec(path, resolved)).collect()
 }
 
 /// The plugin whose component is the file `path`, with its manifest beside it: read, checked
 /// against its pin, and granted what the manifest asks and the user allows.
-pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Error> {
+pub fn spec(path: &Path, resolved: &Resolved) -> Result<Spec, Error> {
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -554,8 +551,8 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
             }));
         }
     }
-    let consent = config.plugins.get(&name).cloned().unwrap_or_default();
-    let config_path = options
+    let consent = resolved.consents.get(&name).cloned().unwrap_or_default();
+    let config_path = resolved
         .config
         .clone()
         .or_else(config::config_file)
@@ -563,17 +560,13 @@ pub fn spec(path: &Path, options: &Options, config: &Config) -> Result<Spec, Err
             || "cordon's config file (--config)".to_string(),
             |p| p.display().to_string(),
         );
-    // Checked when the runtime settled its options.
-    let hosts: Vec<_> = (options.network.hosts.iter())
-        .filter_map(|h| crate::shell::egress::parse_host(h).ok())
-        .collect();
     let decision = manifest
         .decide(
             &name,
-            &options.workspace,
+            &resolved.workspace,
             &consent,
-            &options.shell,
-            &hosts,
+            &resolved.shell,
+            &resolved.hosts,
             &config_path,
         )
         .map_err(refuse)?;

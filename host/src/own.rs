@@ -16,7 +16,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::config::config_dir;
 use crate::manifest;
-use crate::options::Options;
+use crate::resolve::Resolved;
 use crate::spec::{Source, Spec};
 
 /// Which of cordon's files a path is.
@@ -171,14 +171,14 @@ pub enum Exposure {
 
 /// cordon's own paths under `options`, with the files of the third-party plugins in `specs`.
 /// The config directory is listed even when it does not exist: a command could create it.
-pub fn paths(options: &Options, specs: &[Spec]) -> Vec<Own> {
+pub fn paths(resolved: &Resolved, specs: &[Spec]) -> Vec<Own> {
     let mut paths: Vec<(Kind, PathBuf)> = Vec::new();
     paths.extend(config_dir().map(|d| (Kind::ConfigDir, d)));
-    paths.extend(options.config.clone().map(|f| (Kind::ConfigFile, f)));
-    paths.extend(options.cache_key.clone().map(|f| (Kind::CacheKey, f)));
-    paths.extend(options.cache_dir.clone().map(|d| (Kind::CacheDir, d)));
+    paths.extend(resolved.config.clone().map(|f| (Kind::ConfigFile, f)));
+    paths.extend(resolved.cache_key.clone().map(|f| (Kind::CacheKey, f)));
+    paths.extend(resolved.cache_dir.clone().map(|d| (Kind::CacheDir, d)));
     paths.extend(
-        options
+        resolved
             .plugin_dirs
             .iter()
             .map(|d| (Kind::PluginDir, d.clone())),
@@ -201,8 +201,8 @@ pub fn paths(options: &Options, specs: &[Spec]) -> Vec<Own> {
 
 /// Refuses cordon's own paths (`own`, from [`paths`]) where a tool of `specs` under `options`
 /// could write them, and the cache key where one could read it.
-pub fn check(own: &[Own], options: &Options, specs: &[Spec]) -> Result<(), Exposure> {
-    let (writable, readable) = grants(options, specs);
+pub fn check(own: &[Own], resolved: &Resolved, specs: &[Spec]) -> Result<(), Exposure> {
+    let (writable, readable) = grants(resolved, specs);
     for path in own {
         let shown = || {
             if path.given == path.resolved {
@@ -272,17 +272,17 @@ pub fn check(own: &[Own], options: &Options, specs: &[Spec]) -> Result<(), Expos
 /// Every directory a tool may write (the workspace, `--bash-write` paths, the home of bash
 /// commands, the write grants of third-party plugins), and every other one a tool may read (`--bash-read` paths, the system
 /// directories bash reads, the skills directory, the read grants of third-party plugins).
-fn grants(options: &Options, specs: &[Spec]) -> (Vec<Grant>, Vec<Grant>) {
+fn grants(resolved: &Resolved, specs: &[Spec]) -> (Vec<Grant>, Vec<Grant>) {
     let grant = |holder: Holder, path: &Path| Grant {
         holder,
         path: resolve(path),
     };
-    let mut writable = vec![grant(Holder::Workspace, &options.workspace)];
+    let mut writable = vec![grant(Holder::Workspace, &resolved.workspace)];
     let mut readable: Vec<Grant> = crate::shell::READ_ROOTS
         .iter()
         .map(|root| grant(Holder::System, Path::new(root)))
         .collect();
-    let shell = &options.shell;
+    let shell = &resolved.shell;
     writable.extend(
         shell
             .extra_write
@@ -291,7 +291,7 @@ fn grants(options: &Options, specs: &[Spec]) -> (Vec<Grant>, Vec<Grant>) {
     );
     writable.extend(shell.home.iter().map(|p| grant(Holder::BashHome, p)));
     readable.extend(shell.extra_read.iter().map(|p| grant(Holder::BashRead, p)));
-    readable.extend(options.skills.iter().map(|p| grant(Holder::Skills, p)));
+    readable.extend(resolved.skills.iter().map(|p| grant(Holder::Skills, p)));
     for spec in specs {
         if let Source::File(_) = spec.source {
             for dir in &spec.grants.dirs {

@@ -12,17 +12,16 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::bindings::cordon::tool::types::{Context, Diff, Location};
-use crate::config::Config;
 use crate::engine::{Cache, Engine};
 use crate::grants::SecretHeader;
 use crate::manifest::{self, Refusal};
 use crate::options::Options;
 use crate::own::{self, Own};
 use crate::plugin::{Answer, Plugin, Tool};
+use crate::resolve::Resolved;
 use crate::schema::Problem;
 use crate::shell::protect::Guard;
 use crate::spec::{Source, Spec};
-use crate::toolchains::Toolchain;
 pub use crate::watch::Watch;
 use crate::{Error, builtin, output};
 
@@ -114,13 +113,10 @@ pub enum CallError {
 /// The loaded plugins and their tools.
 pub struct Runtime {
     engine: Engine,
-    options: Options,
-    config: Config,
+    resolved: Resolved,
     plugins: Vec<Plugin>,
     /// Tool name → (plugin index, tool index).
     index: BTreeMap<String, (usize, usize)>,
-    max_output: usize,
-    workspace: PathBuf,
     /// cordon's own files, which no tool may write.
     own: Vec<Own>,
     /// The variables whose values plugins' requests carry as secret headers: redacted from
@@ -129,9 +125,10 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Loads the built-in plugins and the plugins of `options.plugin_dirs`, as `options` say.
+    /// Loads the built-in plugins and the third-party plugins, as `options` say once resolved
+    /// ([`Options::resolve`]).
     pub async fn new(options: Options) -> Result<Self, Error> {
-        Self::start(options, None).await
+        Self::start(options.resolve()?, None).await
     }
 
     /// Like [`Runtime::new`], but loads only the plugin that declares `tool` when that is
@@ -140,25 +137,25 @@ impl Runtime {
     /// the others. When that plugin does not declare the tool after all, everything is loaded,
     /// so an unknown tool is reported against the full list.
     pub async fn for_tool(options: Options, tool: &str) -> Result<Self, Error> {
-        let runtime = Self::start(options.clone(), Some(tool)).await?;
+        let resolved = options.resolve()?;
+        let runtime = Self::start(resolved.clone(), Some(tool)).await?;
         if runtime.tool(tool).is_some() {
             Ok(runtime)
         } else {
-            Self::new(options).await
+            Self::start(resolved, None).await
         }
     }
 
-    async fn start(options: Options, tool: Option<&str>) -> Result<Self, Error> {
-        let (options, config, _) = settle(options)?;
-        let mut specs = builtin::specs(&options);
-        for dir in &options.plugin_dirs {
-            specs.extend(manifest::specs_in(dir, &options, &config)?);
+    async fn start(resolved: Resolved, tool: Option<&str>) -> Result<Self, Error> {
+        let mut specs = builtin::specs(&resolved);
+        for dir in &resolved.plugin_dirs {
+            specs.extend(manifest::specs_in(dir, &resolved)?);
         }
         // Before anything is compiled or loaded, and against every plugin (not only the one a
         // one-shot call loads): what this start loads must be out of reach of what it runs.
-        let own = own::paths(&options, &specs);
-        own::check(&own, &options, &specs)?;
-        protect(&mut specs, &own, &options);
+        let own = own::paths(&resolved, &specs);
+        own::check(&own, &resolved, &specs)?;
+        protect(&mut specs, &own, &resolved);
         // Of every plugin, loaded or not: bash may print what another plugin's header holds.
         let secrets = secrets(&specs);
         if let Some(tool) = tool {
@@ -180,7 +177,7 @@ impl Runtime {
             }
             shell.warm();
         }
-        let cache = cache(&options);
+        let cache = cache(&resolved);
         let mut runtime = Runtime {
             // One call does not repay reserving the instance pool.
             engine: match tool {
@@ -189,10 +186,7 @@ impl Runtime {
             },
             plugins: Vec::new(),
             index: BTreeMap::new(),
-            max_output: options.max_output,
-            workspace: options.workspace.clone(),
-            options,
-            config,
+            resolved,
             own,
             secrets,
         };
@@ -211,10 +205,10 @@ impl Runtime {
         if let Some(i) = self.plugins.iter().position(same) {
             return Ok(&self.plugins[i]);
         }
-        let mut specs = vec![manifest::spec(path, &self.options, &self.config)?];
-        own::check(&self.own, &self.options, &specs)?;
+        let mut specs = vec![manifest::spec(path, &self.resolved)?];
+        own::check(&self.own, &self.resolved, &specs)?;
         self.secrets.extend(secrets(&specs));
-        protect(&mut specs, &self.own, &self.options);
+        protect(&mut specs, &self.own, &self.resolved);
         self.load(specs).await?;
         Ok(self.plugins.last().expect("a plugin was just added"))
     }
@@ -308,13 +302,18 @@ impl Runtime {
 
     /// The workspace root (canonical).
     pub fn workspace(&self) -> &Path {
-        &self.workspace
+        &self.resolved.workspace
     }
 
-    /// What bash commands may reach on the network, as settled at start (the config's
+    /// What it was started with, resolved (the config file's settings included).
+    pub fn resolved(&self) -> &Resolved {
+        &self.resolved
+    }
+
+    /// What bash commands may reach on the network, as resolved at start (the config's
     /// `[network]` table included).
     pub fn network(&self) -> &crate::shell::Network {
-        &self.options.shell.network
+        &self.resolved.shell.network
     }
 
     /// The loaded plugins.
@@ -408,8 +407,8 @@ impl Runtime {
         let context = Context {
             cwd: call.plugin.grants().cwd.to_string_lossy().into_owned(),
             dry_run,
-            max_output: u32::try_from(self.max_output).unwrap_or(u32::MAX),
-            want_diff: self.options.diffs,
+            max_output: u32::try_from(self.resolved.max_output).unwrap_or(u32::MAX),
+            want_diff: self.resolved.diffs,
         };
         let name = &call.tool.declaration.name;
         match call
@@ -433,7 +432,7 @@ impl Runtime {
         let mut output = output::finish(
             &output::redact(&outcome.output, &self.secrets),
             outcome.trailer.as_deref(),
-            self.max_output,
+            self.resolved.max_output,
             outcome.omitted_bytes,
         );
         // What the plugin itself was refused (it saw only `not-permitted`), once per path.
@@ -452,38 +451,6 @@ impl Runtime {
             blocked,
         }
     }
-}
-
-/// `options` made ready to run, as a runtime's start does: the workspace and the skills
-/// directory canonical, cordon's config file read, the bash settings settled (the `[bash]`
-/// table, then the command line). Also returns the config and the toolchains granted to bash
-/// (`cordon doctor` shows them).
-pub fn settle(mut options: Options) -> Result<(Options, Config, Vec<Toolchain>), Error> {
-    options.workspace = options
-        .workspace
-        .canonicalize()
-        .and_then(require_dir)
-        .map_err(|source| Error::Workspace {
-            path: options.workspace.clone(),
-            source,
-        })?;
-    if let Some(dir) = &options.skills {
-        let dir = dir
-            .canonicalize()
-            .and_then(require_dir)
-            .map_err(|source| Error::Skills {
-                path: dir.clone(),
-                source,
-            })?;
-        options.skills = Some(dir);
-    }
-    let config = match &options.config {
-        Some(path) => Config::read(path)?,
-        None => Config::default(),
-    };
-    let toolchains = crate::bash::settle(&mut options, &config)?;
-    crate::network::settle(&mut options, &config)?;
-    Ok((options, config, toolchains))
 }
 
 /// Checks that `input` is an object that fits the schema of `tool`.
@@ -513,20 +480,20 @@ fn secrets(specs: &[Spec]) -> Vec<String> {
 
 /// Tells every plugin's grants which paths are cordon's own and which of the workspace are
 /// protected, so the `files` capability refuses them even inside a read-write directory.
-fn protect(specs: &mut [Spec], own: &[Own], options: &Options) {
+fn protect(specs: &mut [Spec], own: &[Own], resolved: &Resolved) {
     let own: Arc<[PathBuf]> = own.iter().map(|o| o.resolved.clone()).collect();
-    let guard = Arc::new(Guard::new(&options.workspace, &options.bash.unprotect));
+    let guard = Arc::new(Guard::new(&resolved.workspace, &resolved.shell.unprotect));
     for spec in specs {
         spec.grants.own = own.clone();
         spec.grants.guard = Some(guard.clone());
     }
 }
 
-/// The compile cache `options` ask for: a directory and the key that authenticates what is in
-/// it. Without a key (no config directory) nothing is cached.
-fn cache(options: &Options) -> Option<Cache> {
-    let dir = options.cache_dir.clone()?;
-    match options.cache_key.clone() {
+/// The compile cache asked for: a directory and the key that authenticates what is in it.
+/// Without a key (no config directory) nothing is cached.
+fn cache(resolved: &Resolved) -> Option<Cache> {
+    let dir = resolved.cache_dir.clone()?;
+    match resolved.cache_key.clone() {
         Some(key) => Some(Cache { dir, key }),
         None => {
             tracing::warn!(
@@ -540,17 +507,6 @@ fn cache(options: &Options) -> Option<Cache> {
 
 fn same_file(a: &Path, b: &Path) -> bool {
     matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
-}
-
-fn require_dir(path: PathBuf) -> std::io::Result<PathBuf> {
-    if path.is_dir() {
-        Ok(path)
-    } else {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::NotADirectory,
-            "not a directory",
-        ))
-    }
 }
 
 fn json_type(value: &Value) -> &'static str {

@@ -8,8 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::proxy;
-use super::wire::Setup;
-use super::{ENVIRONMENT, Network, PATH, RESERVED};
+use super::{ENVIRONMENT, Network, PATH, Policy, RESERVED};
 
 /// bash, ready to exec a command: what does not depend on the command, made before it comes.
 pub(super) struct Bash {
@@ -19,12 +18,12 @@ pub(super) struct Bash {
 }
 
 impl Bash {
-    /// bash as `setup` says, with `HOME` and `TMPDIR` set to `home` and `tmp`.
-    pub fn new(setup: &Setup, home: &Path, tmp: &Path) -> Result<Bash, String> {
+    /// bash as `policy` says, with `HOME` and `TMPDIR` set to `home` and `tmp`.
+    pub fn new(policy: &Policy, home: &Path, tmp: &Path) -> Result<Bash, String> {
         Ok(Bash {
             path: find_bash()?,
-            envp: environment(setup, home, tmp)?,
-            workspace: cstring(&setup.workspace)?,
+            envp: environment(policy, home, tmp)?,
+            workspace: cstring(policy.workspace.as_os_str().as_bytes())?,
         })
     }
 
@@ -204,13 +203,13 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The command's whole environment (see [`ENVIRONMENT`]): the fixed variables, `PATH`
-/// after the request's own directories, the proxy's variables when the command has an
-/// allowlist, then the request's variables (which cannot replace `PATH`, `HOME`, `TMPDIR` or
+/// after the policy's own directories, the proxy's variables when the command has an
+/// allowlist, then the policy's variables (which cannot replace `PATH`, `HOME`, `TMPDIR` or
 /// the proxy's).
-fn environment(request: &Setup, home: &Path, tmp: &Path) -> Result<Vec<CString>, String> {
+fn environment(policy: &Policy, home: &Path, tmp: &Path) -> Result<Vec<CString>, String> {
     let mut path = Vec::new();
-    for dir in &request.path {
-        path.extend_from_slice(dir);
+    for dir in &policy.path {
+        path.extend_from_slice(dir.as_os_str().as_bytes());
         path.push(b':');
     }
     path.extend_from_slice(PATH.as_bytes());
@@ -223,7 +222,7 @@ fn environment(request: &Setup, home: &Path, tmp: &Path) -> Result<Vec<CString>,
         ("TERM", OsStr::new("dumb")),
     ];
     debug_assert!(fixed.iter().map(|(k, _)| *k).eq(ENVIRONMENT));
-    let proxy: Vec<(&str, &str)> = match request.network {
+    let proxy: Vec<(&str, &str)> = match policy.network {
         Network::Allow(_) => proxy::VARIABLES.to_vec(),
         // Nothing can be reached: a refusal is final, not a reason to try again.
         Network::Off => proxy::VARIABLES
@@ -236,11 +235,11 @@ fn environment(request: &Setup, home: &Path, tmp: &Path) -> Result<Vec<CString>,
     let reserved = |k: &str| RESERVED.contains(&k) || proxy.iter().any(|(p, _)| *p == k);
     let mut values: Vec<(&str, &OsStr)> = fixed
         .into_iter()
-        .filter(|(k, _)| RESERVED.contains(k) || !request.env.iter().any(|(name, _)| name == k))
+        .filter(|(k, _)| RESERVED.contains(k) || !policy.env.iter().any(|(name, _)| name == k))
         .chain(proxy.iter().map(|(k, v)| (*k, OsStr::new(v))))
         .collect();
     values.extend(
-        request
+        policy
             .env
             .iter()
             .filter(|(k, _)| !reserved(k))

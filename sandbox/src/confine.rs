@@ -16,8 +16,7 @@ use seccompiler::BpfProgram;
 
 use super::seccomp;
 use super::view::DEVICES;
-use super::wire::{self, Setup};
-use super::{HOME, READ_ROOTS};
+use super::{HOME, Policy, READ_ROOTS};
 
 /// The confinement of one command, ready to apply.
 pub(super) struct Plan {
@@ -32,6 +31,62 @@ pub(super) struct Plan {
 /// no stand-in, and without them only `--unconfined-bash` runs commands.
 pub const OPTIONAL_LAYERS: [&str; 2] = ["landlock", "seccomp"];
 
+/// A layer of [`OPTIONAL_LAYERS`], as [`Policy::allow_missing`] names it; read (from the
+/// wire, or a config file) by its `FromStr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "&'static str")]
+pub enum OptionalLayer {
+    Landlock,
+    Seccomp,
+}
+
+impl OptionalLayer {
+    /// Its name, as the receipt and [`OPTIONAL_LAYERS`] spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OptionalLayer::Landlock => "landlock",
+            OptionalLayer::Seccomp => "seccomp",
+        }
+    }
+}
+
+/// A name that is not one of [`OPTIONAL_LAYERS`].
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a layer commands may run without; those are landlock and seccomp")]
+pub struct NotOptional(String);
+
+impl std::str::FromStr for OptionalLayer {
+    type Err = NotOptional;
+
+    fn from_str(text: &str) -> Result<Self, NotOptional> {
+        match text {
+            "landlock" => Ok(OptionalLayer::Landlock),
+            "seccomp" => Ok(OptionalLayer::Seccomp),
+            _ => Err(NotOptional(text.to_string())),
+        }
+    }
+}
+
+impl TryFrom<String> for OptionalLayer {
+    type Error = NotOptional;
+
+    fn try_from(text: String) -> Result<Self, NotOptional> {
+        text.parse()
+    }
+}
+
+impl From<OptionalLayer> for &'static str {
+    fn from(layer: OptionalLayer) -> Self {
+        layer.as_str()
+    }
+}
+
+impl std::fmt::Display for OptionalLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What the refusal of a confined command says after naming the missing part.
 const ESCAPE_HATCH: &str = "start cordon with --unconfined-bash to run commands without the \
                             kernel confinement (timeout, process-tree kill and output bound \
@@ -41,10 +96,10 @@ pub(super) fn refusal(missing: impl std::fmt::Display) -> String {
     format!("bash cannot run confined: {missing}; {ESCAPE_HATCH}")
 }
 
-/// Prepares the confinement of `request`, or says which part the kernel cannot enforce.
-pub(super) fn prepare(request: &Setup) -> Result<Plan, String> {
-    let missing = |layer: &str, why: String| {
-        if request.allow_missing.iter().any(|l| l == layer) {
+/// Prepares the confinement of `policy`, or says which part the kernel cannot enforce.
+pub(super) fn prepare(policy: &Policy) -> Result<Plan, String> {
+    let missing = |layer: OptionalLayer, why: String| {
+        if policy.allow_missing.contains(&layer) {
             Ok(why)
         } else {
             Err(format!(
@@ -59,12 +114,12 @@ pub(super) fn prepare(request: &Setup) -> Result<Plan, String> {
         // AF_UNIX sockets are refused altogether (see the crate documentation).
         Ok(version) if ABI::from(version) >= ABI::V9 => Ok((version, ABI::V9)),
         Ok(version) => Ok((version, ABI::V6)),
-        Err(why) => Err(missing("landlock", why)?),
+        Err(why) => Err(missing(OptionalLayer::Landlock, why)?),
     };
     let allow_unix = matches!(landlock, Ok((_, ABI::V9)));
-    let seccomp = match seccomp::program(&request.network, allow_unix) {
+    let seccomp = match seccomp::program(&policy.network, allow_unix) {
         Ok(filters) => Ok(filters),
-        Err(why) => Err(missing("seccomp", why)?),
+        Err(why) => Err(missing(OptionalLayer::Seccomp, why)?),
     };
     Ok(Plan { landlock, seccomp })
 }
@@ -184,9 +239,9 @@ pub(super) struct Rules {
 }
 
 impl Rules {
-    /// Opens the lasting paths of `request`'s rules (nothing when there is no Landlock, `abi`
+    /// Opens the lasting paths of `policy`'s rules (nothing when there is no Landlock, `abi`
     /// none). Called in the view.
-    pub fn open(request: &Setup, abi: Option<ABI>) -> Result<Rules, String> {
+    pub fn open(policy: &Policy, abi: Option<ABI>) -> Result<Rules, String> {
         let Some(abi) = abi else {
             return Ok(Rules {
                 lasting: Vec::new(),
@@ -197,11 +252,11 @@ impl Rules {
         let read = AccessFs::from_read(abi);
         let mut paths: Vec<(PathBuf, BitFlags<AccessFs>)> = Vec::new();
         // Writable: the workspace, the extra writable paths, a kept home.
-        paths.push((wire::to_path(&request.workspace), all));
-        for path in &request.extra_write {
+        paths.push((policy.workspace.clone(), all));
+        for path in &policy.extra_write {
             paths.push((existing(path, "writable")?, all));
         }
-        if request.home.is_some() {
+        if policy.home.is_some() {
             paths.push((HOME.into(), all));
         }
         // Readable: the system directories (their secrets are covered in the view), the extra
@@ -211,7 +266,7 @@ impl Rules {
                 paths.push((path, read));
             }
         }
-        for path in &request.extra_read {
+        for path in &policy.extra_read {
             paths.push((existing(path, "readable")?, read));
         }
         // The view holds only what the command may see: every directory of it may be listed.
@@ -249,7 +304,7 @@ impl Rules {
                 device_rw | AccessFs::ReadDir | AccessFs::IoctlDev,
             ),
         ];
-        if request.home.is_none() {
+        if policy.home.is_none() {
             fresh.push((HOME, all));
         }
         Ok(Rules { lasting, fresh })
@@ -295,8 +350,7 @@ fn o_path(path: &Path) -> io::Result<std::fs::File> {
 }
 
 /// An extra path of the policy, which must exist, canonical.
-fn existing(path: &[u8], what: &str) -> Result<PathBuf, String> {
-    let path = wire::to_path(path);
+fn existing(path: &Path, what: &str) -> Result<PathBuf, String> {
     path.canonicalize()
         .map_err(|e| format!("the extra {what} path {} is unusable: {e}", path.display()))
 }

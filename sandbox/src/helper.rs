@@ -89,10 +89,10 @@ fn once() -> Result<Report, String> {
     // meant for the host do not reach the helper, which must outlive the host long enough
     // to clean up.
     unsafe { libc::setsid() };
-    if !request.setup.unconfined {
+    if !request.policy.unconfined {
         return Err("a confined command is run by its shell's helper".into());
     }
-    if let Network::Allow(_) = request.setup.network {
+    if let Network::Allow(_) = request.policy.network {
         // Unconfined, the command has the host's network: an allowlist would be a lie.
         return Err(
             "an allowlist of hosts (--allow-domain) needs the confined shell; \
@@ -124,8 +124,8 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
         std::fs::create_dir(dir)
             .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
     }
-    let home = request.setup.home.as_deref().map_or(home, wire::to_path);
-    let bash = Bash::new(&request.setup, &home, &tmp)?;
+    let home = request.policy.home.clone().unwrap_or(home);
+    let bash = Bash::new(&request.policy, &home, &tmp)?;
     let started = Instant::now();
     let spawned = bash.spawn(&request.command, &null);
     // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
@@ -137,7 +137,7 @@ fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
             return Err(why);
         }
     };
-    let timeout = Duration::from_millis(request.setup.timeout_ms);
+    let timeout = request.policy.timeout;
     let waited = wait(pid, started + timeout);
     let status = exited(pid);
     kill_tree(Some(pid));

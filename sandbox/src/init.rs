@@ -107,23 +107,23 @@ fn prepare(init: &Prepared) -> Result<Waiting, String> {
     }
     let setup = init.setup;
     // While the init holds every capability of the namespaces it owns.
-    let listener = match setup.network.proxied() {
+    let listener = match setup.policy.network.proxied() {
         Some(_) => Some(open_proxy()?),
         None => None,
     };
     view::fresh(&view::Fresh {
         granted: init.granted,
         memory: init.memory,
-        private_home: setup.home.is_none(),
+        private_home: setup.policy.home.is_none(),
         tmp_lasts: setup.many,
     })
     .map_err(refusal)?;
     // The init itself counts as one of the tasks.
     init.plan
-        .apply(init.rules, u64::from(setup.max_processes) + 1)?;
+        .apply(init.rules, u64::from(setup.policy.max_processes) + 1)?;
     Ok(Waiting {
         listener,
-        bash: Bash::new(setup, Path::new(HOME), Path::new("/tmp"))?,
+        bash: Bash::new(&setup.policy, Path::new(HOME), Path::new("/tmp"))?,
         null: process::open_null()?,
     })
 }

@@ -129,7 +129,7 @@ mod view;
 mod wire;
 mod zygote;
 
-pub use confine::OPTIONAL_LAYERS;
+pub use confine::{NotOptional, OPTIONAL_LAYERS, OptionalLayer};
 pub use egress::{Allowlist, Blocked, Network, Pattern};
 pub use proxy::PORT as PROXY_PORT;
 pub use receipt::{Enforcement, LAYERS, Layer};
@@ -188,10 +188,12 @@ pub const SECRET_PATHS: [&str; 7] = [
     "/etc/credstore",
 ];
 
-/// How commands run: where, for how long, and under which confinement.
-#[derive(Clone, Debug)]
+/// How commands run: where, for how long, and under which confinement. It travels to the
+/// sandbox helper as itself (paths as bytes: they need not be UTF-8).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Policy {
     /// The working directory of commands, readable and writable.
+    #[serde(with = "wire::bytes")]
     pub workspace: PathBuf,
     /// How long a command may run before its whole process tree is killed.
     pub timeout: Duration,
@@ -200,8 +202,10 @@ pub struct Policy {
     /// Run without the kernel confinement (`--unconfined-bash`).
     pub unconfined: bool,
     /// More directories (or files) commands may read and execute from.
+    #[serde(with = "wire::bytes")]
     pub extra_read: Vec<PathBuf>,
     /// More directories (or files) commands may write.
+    #[serde(with = "wire::bytes")]
     pub extra_write: Vec<PathBuf>,
     /// What commands may reach on the network: nothing (the default), the hosts of an
     /// allowlist through cordon's proxy, or everything.
@@ -217,27 +221,33 @@ pub struct Policy {
     pub max_processes: u32,
     /// The layers of [`OPTIONAL_LAYERS`] commands may run without when the kernel cannot
     /// enforce them (`--sandbox-allow-missing`); the receipt then shows them off.
-    pub allow_missing: Vec<String>,
+    pub allow_missing: Vec<OptionalLayer>,
     /// Protected paths ([`protect`]) relaxed for commands (`--unprotect`); relative ones
     /// resolve against the workspace.
+    #[serde(with = "wire::bytes")]
     pub unprotect: Vec<PathBuf>,
     /// The directory mounted as [`HOME`], which keeps what commands leave there; none: an
     /// empty private one per call.
+    #[serde(with = "wire::bytes")]
     pub home: Option<PathBuf>,
     /// Variables set on top of [`ENVIRONMENT`] (`PATH`, `HOME` and `TMPDIR` cannot be).
     pub env: Vec<(String, String)>,
     /// Directories put before [`PATH`] in commands' `PATH`.
+    #[serde(with = "wire::bytes")]
     pub path: Vec<PathBuf>,
     /// Paths that stay out of sight even inside a granted tree (the user's keys and
     /// credentials): an empty directory, or an empty file, stands over each that exists.
+    #[serde(with = "wire::bytes")]
     pub hidden: Vec<PathBuf>,
     /// The `PATH` directories of the user's toolchains left out: a command whose output says
     /// it did not find a program that one of them holds gets a note naming it and
-    /// `--toolchains`. Only the host's side reads it, and only then.
+    /// `--toolchains`. Only the host's side reads it, and only then: it stays there.
+    #[serde(skip)]
     pub ungranted: Vec<PathBuf>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
+    #[serde(with = "wire::bytes")]
     pub helper: PathBuf,
 }
 

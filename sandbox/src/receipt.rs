@@ -1,11 +1,10 @@
 //! The receipt of a command's confinement: the layers in force for the call, built from what
 //! the helper actually set up, for `cordon doctor` and a session's `sandbox` field.
 
-use super::Network;
 use super::confine::Plan;
 use super::ns::SANDBOX_ID;
 use super::proxy::PORT;
-use super::wire::Setup;
+use super::{Network, Policy};
 
 /// The layers of a command's confinement, by name: the names a [`Layer`] has.
 pub const LAYERS: [&str; 13] = [
@@ -107,9 +106,9 @@ pub(super) fn set_memory(layers: &mut [Layer], memory: &Memory) {
     }
 }
 
-/// The receipt of the confined path for `request`: every layer in force, as the helper set it
+/// The receipt of the confined path for `policy`: every layer in force, as the helper set it
 /// up, but for the memory, which each command's own ([`set_memory`]).
-pub(super) fn confined(request: &Setup, sandbox_user: bool, plan: &Plan) -> Vec<Layer> {
+pub(super) fn confined(policy: &Policy, sandbox_user: bool, plan: &Plan) -> Vec<Layer> {
     let on = |name: &str, detail: String| Layer::new(name, Enforcement::Enforced, detail);
     let allowed_off = |name: &str, why: &str| {
         Layer::new(
@@ -128,7 +127,7 @@ pub(super) fn confined(request: &Setup, sandbox_user: bool, plan: &Plan) -> Vec<
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
         format!("uid {uid} and gid {gid}, mapped to themselves")
     };
-    let network = match &request.network {
+    let network = match &policy.network {
         Network::Open => Layer::new(
             "network",
             Enforcement::Off,
@@ -195,7 +194,7 @@ pub(super) fn confined(request: &Setup, sandbox_user: bool, plan: &Plan) -> Vec<
             "processes",
             format!(
                 "{} tasks at once (RLIMIT_NPROC of its user namespace)",
-                request.max_processes
+                policy.max_processes
             ),
         ),
         network,
@@ -220,16 +219,14 @@ mod tests {
 
     #[test]
     fn every_layer_is_named_once_in_order() {
-        let request: Setup = serde_json::from_value(serde_json::json!({
-            "workspace": b"/", "extra_read": [], "extra_write": [],
-            "network": "Open", "unconfined": false, "timeout_ms": 1000,
-            "memory_limit": 1u64 << 30, "max_processes": 7,
-            "allow_missing": ["landlock", "seccomp"], "unprotect": [], "home": null,
-            "env": [], "path": [], "hidden": [],
-        }))
-        .unwrap();
-        let plan = crate::confine::prepare(&request).unwrap();
-        let mut layers = confined(&request, false, &plan);
+        use crate::OptionalLayer;
+        let mut policy = Policy::new("/".into());
+        policy.network = Network::Open;
+        policy.memory_limit = Some(1 << 30);
+        policy.max_processes = 7;
+        policy.allow_missing = vec![OptionalLayer::Landlock, OptionalLayer::Seccomp];
+        let plan = crate::confine::prepare(&policy).unwrap();
+        let mut layers = confined(&policy, false, &plan);
         set_memory(
             &mut layers,
             &Memory::PerProcess(1 << 30, "not delegated".into()),

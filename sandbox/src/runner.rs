@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::process::pipe;
 use super::protect;
-use super::wire::{self, Report, Request, Setup};
+use super::wire::{self, Report, Request};
 use super::{Asker, Completion, Hooks, Policy, Progress, Status, Stop, helper};
 
 /// How long the host keeps reading output after the helper has reported (the tree is dead by
@@ -39,26 +39,12 @@ pub(super) fn workspace(policy: &Policy) -> Result<(PathBuf, (u64, u64)), String
     Ok((path, (meta.dev(), meta.ino())))
 }
 
-/// The set-up of every command of `policy`.
-pub(super) fn setup(policy: &Policy) -> Setup {
-    let bytes = |paths: &[std::path::PathBuf]| paths.iter().map(|p| wire::to_bytes(p)).collect();
+/// `policy` as the helper gets it: its workspace canonical.
+pub(super) fn sent(policy: &Policy) -> Policy {
     let workspace = workspace(policy).map_or_else(|_| policy.workspace.clone(), |(p, _)| p);
-    Setup {
-        workspace: wire::to_bytes(&workspace),
-        extra_read: bytes(&policy.extra_read),
-        extra_write: bytes(&policy.extra_write),
-        network: policy.network.clone(),
-        unconfined: policy.unconfined,
-        timeout_ms: wire::millis(policy.timeout),
-        memory_limit: policy.memory_limit,
-        max_processes: policy.max_processes,
-        allow_missing: policy.allow_missing.clone(),
-        unprotect: bytes(&policy.unprotect),
-        home: policy.home.as_deref().map(wire::to_bytes),
-        env: policy.env.clone(),
-        path: bytes(&policy.path),
-        hidden: bytes(&policy.hidden),
-        many: false,
+    Policy {
+        workspace,
+        ..policy.clone()
     }
 }
 
@@ -84,9 +70,9 @@ pub(super) fn once(policy: &Policy, command: &str, timeout: Duration, hooks: &Ho
 /// Starts the helper of one unconfined command: the helper and the host's ends of its pipes.
 fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pipes), String> {
     let request = Request {
-        setup: Setup {
-            timeout_ms: wire::millis(timeout),
-            ..setup(policy)
+        policy: Policy {
+            timeout,
+            ..sent(policy)
         },
         command: command.to_string(),
     };

@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ use super::shield::Shield;
 use super::view::Sources;
 use super::wire::{self, FromZygote, Report, Setup, ToHelper, ToZygote};
 use super::zygote::{self, Zygote};
-use super::{DEFAULT_MEMORY_LIMIT, Layer, Network, Status};
+use super::{DEFAULT_MEMORY_LIMIT, Layer, Network, Policy, Status};
 
 /// Serves the host on descriptor 0 and exits.
 pub(super) fn serve() -> ! {
@@ -215,7 +216,7 @@ impl Server {
                 io::Error::last_os_error()
             ));
         }
-        let plan = confine::prepare(&setup)?;
+        let plan = confine::prepare(&setup.policy)?;
         let sandbox_user = ns::runs_as_sandbox_user();
         let sources = if sandbox_user {
             let userns = ns::sandbox_userns().map_err(|e| {
@@ -223,21 +224,21 @@ impl Server {
                     "cannot create the user namespace of the sandbox's user: {e}{NAMESPACE_HINT}"
                 ))
             })?;
-            Some(Sources::open(&setup, Some(&userns))?)
+            Some(Sources::open(&setup.policy, Some(&userns))?)
         } else {
             None
         };
-        let granted = granted(&setup)?;
-        let shield = Shield::new(&setup)?;
+        let granted = granted(&setup.policy)?;
+        let shield = Shield::new(&setup.policy)?;
         let (ours, theirs) =
             process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
         let (go_read, go_write) =
             process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
         let mut flags = ns::EVERY_COMMAND;
-        if setup.network != Network::Open {
+        if setup.policy.network != Network::Open {
             flags |= libc::CLONE_NEWNET;
         }
-        let layers = receipt::confined(&setup, sandbox_user, &plan);
+        let layers = receipt::confined(&setup.policy, sandbox_user, &plan);
         let pid = ns::clone(flags).map_err(|e| {
             refusal(format!(
                 "the kernel refused to create the command's namespaces: {e}{NAMESPACE_HINT}"
@@ -273,7 +274,7 @@ impl Server {
             Ok(Some((FromZygote::Refused { why }, _))) => return Err(kill(why)),
             _ => return Err(kill("the sandbox's zygote ended while setting up".into())),
         }
-        let memory = Memories::start(setup.memory_limit, &ours);
+        let memory = Memories::start(setup.policy.memory_limit, &ours);
         Ok(Server {
             setup,
             zygote: pid,
@@ -382,7 +383,7 @@ impl Server {
             Err(why) => return refuse(why),
         };
         let hidden = self.hidden();
-        let (proxy, handover) = match self.setup.network.proxied() {
+        let (proxy, handover) = match self.setup.policy.network.proxied() {
             Some(allowlist) => {
                 let proxy = Proxy::new(allowlist, answers, report.clone());
                 match start_proxy(&proxy) {
@@ -521,9 +522,13 @@ impl Server {
         let oom = call.cgroup.as_mut().map(Cgroup::oom_killed);
         let status = match status {
             Status::Refused(why) => Status::Refused(why),
-            _ if oom == Some(true) => {
-                Status::OutOfMemory(self.setup.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT) >> 20)
-            }
+            _ if oom == Some(true) => Status::OutOfMemory(
+                self.setup
+                    .policy
+                    .memory_limit
+                    .unwrap_or(DEFAULT_MEMORY_LIMIT)
+                    >> 20,
+            ),
             status => status,
         };
         let blocked = call.proxy.map(|proxy| {
@@ -562,14 +567,14 @@ impl Server {
     /// The hidden paths of the set-up that exist now inside a granted tree.
     fn hidden(&self) -> Vec<Vec<u8>> {
         self.setup
+            .policy
             .hidden
             .iter()
             .filter(|path| {
-                let path = wire::to_path(path);
                 self.granted.iter().any(|tree| path.starts_with(tree))
-                    && std::fs::symlink_metadata(&path).is_ok()
+                    && std::fs::symlink_metadata(path).is_ok()
             })
-            .cloned()
+            .map(|path| path.as_os_str().as_bytes().to_vec())
             .collect()
     }
 
@@ -727,15 +732,14 @@ fn write_report(report: &Mutex<File>, line: &Report) {
     }
 }
 
-/// The workspace and the extra paths of `setup`, canonical.
-fn granted(setup: &Setup) -> Result<Vec<PathBuf>, String> {
-    let mut trees = vec![wire::to_path(&setup.workspace)];
+/// The workspace and the extra paths of `policy`, canonical.
+fn granted(policy: &Policy) -> Result<Vec<PathBuf>, String> {
+    let mut trees = vec![policy.workspace.clone()];
     for (paths, what) in [
-        (&setup.extra_read, "readable"),
-        (&setup.extra_write, "writable"),
+        (&policy.extra_read, "readable"),
+        (&policy.extra_write, "writable"),
     ] {
         for path in paths {
-            let path = wire::to_path(path);
             trees.push(path.canonicalize().map_err(|e| {
                 format!("the extra {what} path {} is unusable: {e}", path.display())
             })?);

@@ -208,8 +208,8 @@ impl Shell {
             workspace: runner::workspace(&self.policy).ok().map(|(_, id)| id),
         };
         let setup = Setup {
+            policy: runner::sent(&self.policy),
             many: self.many,
-            ..runner::setup(&self.policy)
         };
         wire::send(helper.socket.as_fd(), &setup, &[])
             .map_err(|e| format!("cannot pass the sandbox's set-up on: {e}"))?;

@@ -16,13 +16,13 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::Policy;
 use super::index::Index;
 use super::ns;
 use super::protect::{Guard, Protected, Rule};
 use super::quarantine;
-use super::wire::{self, Setup};
 
 /// The protected paths of a shell's workspace.
 pub(super) struct Shield {
@@ -52,15 +52,14 @@ pub(super) struct Raised {
 }
 
 impl Shield {
-    /// The shield of the workspace of `setup`.
-    pub fn new(setup: &Setup) -> Result<Shield, String> {
-        let root = wire::to_path(&setup.workspace);
-        let unprotect: Vec<PathBuf> = setup.unprotect.iter().map(|p| wire::to_path(p)).collect();
-        let workspace = std::fs::File::open(&root)
+    /// The shield of the workspace of `policy`.
+    pub fn new(policy: &Policy) -> Result<Shield, String> {
+        let (root, unprotect) = (&policy.workspace, &policy.unprotect);
+        let workspace = std::fs::File::open(root)
             .map(OwnedFd::from)
             .map_err(|e| format!("cannot open the workspace {}: {e}", root.display()))?;
         Ok(Shield {
-            guard: Guard::new(&root, &unprotect),
+            guard: Guard::new(root, unprotect),
             workspace,
             seen: HashMap::new(),
             generation: 0,

@@ -17,9 +17,10 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use super::Policy;
 use super::ns::{self, Access};
 use super::protect;
-use super::wire::{self, Setup};
+use super::wire;
 use super::{HOME, READ_ROOTS, SECRET_PATHS};
 
 /// Device nodes of the host bound into the private `/dev`.
@@ -53,9 +54,9 @@ pub(super) struct Sources {
 }
 
 impl Sources {
-    /// Opens every host tree the view of `setup` shows. With `idmap` (cordon runs as root),
+    /// Opens every host tree the view of `policy` shows. With `idmap` (cordon runs as root),
     /// the workspace, the extra paths and the home show root's files as the sandbox user's.
-    pub fn open(setup: &Setup, idmap: Option<&OwnedFd>) -> Result<Sources, String> {
+    pub fn open(policy: &Policy, idmap: Option<&OwnedFd>) -> Result<Sources, String> {
         let opening = |path: &Path, e: io::Error| format!("cannot open {}: {e}", path.display());
         let mut system = Vec::new();
         let roots = READ_ROOTS.iter().map(PathBuf::from);
@@ -79,13 +80,12 @@ impl Sources {
             }
         }
         let mut granted: Vec<(PathBuf, Access)> =
-            vec![(wire::to_path(&setup.workspace), Access::Writable)];
+            vec![(policy.workspace.clone(), Access::Writable)];
         for (paths, access, what) in [
-            (&setup.extra_read, Access::ReadOnly, "readable"),
-            (&setup.extra_write, Access::Writable, "writable"),
+            (&policy.extra_read, Access::ReadOnly, "readable"),
+            (&policy.extra_write, Access::Writable, "writable"),
         ] {
             for path in paths {
-                let path = wire::to_path(path);
                 let real = path.canonicalize().map_err(|e| {
                     format!("the extra {what} path {} is unusable: {e}", path.display())
                 })?;
@@ -113,11 +113,10 @@ impl Sources {
                 Ok((path.clone(), Entry::Tree(shared(&path, tree)?, access, dir)))
             })
             .collect::<Result<Vec<_>, String>>()?;
-        let home = match &setup.home {
+        let home = match &policy.home {
             Some(dir) => {
-                let dir = wire::to_path(dir);
-                let tree = ns::open_tree(&dir).map_err(|e| opening(&dir, e))?;
-                Some(shared(&dir, tree)?)
+                let tree = ns::open_tree(dir).map_err(|e| opening(dir, e))?;
+                Some(shared(dir, tree)?)
             }
             None => None,
         };

@@ -14,8 +14,8 @@ use std::ffi::OsString;
 use std::io::{self, IoSlice, IoSliceMut, Read};
 use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 
 use rustix::net::{
     RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -24,41 +24,23 @@ use rustix::net::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Blocked, Layer, Network, Status};
+use super::{Blocked, Layer, Policy, Status};
 
-/// How every command of a shell is confined. Paths travel as bytes: they need not be UTF-8.
+/// What the host sends a shell's helper first: the policy of every command, as itself.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct Setup {
-    pub workspace: Vec<u8>,
-    pub extra_read: Vec<Vec<u8>>,
-    pub extra_write: Vec<Vec<u8>>,
-    pub network: Network,
-    pub unconfined: bool,
-    pub timeout_ms: u64,
-    pub memory_limit: Option<u64>,
-    pub max_processes: u32,
-    /// The layers commands may run without, when the kernel cannot enforce them.
-    pub allow_missing: Vec<String>,
-    /// Protected paths the user relaxed.
-    pub unprotect: Vec<Vec<u8>>,
-    /// The home directory that lasts between calls; none: a private one per call.
-    pub home: Option<Vec<u8>>,
-    /// Variables set on top of the fixed environment.
-    pub env: Vec<(String, String)>,
-    /// Directories put before the fixed `PATH`.
-    pub path: Vec<Vec<u8>>,
-    /// Paths covered even inside a granted tree.
-    pub hidden: Vec<Vec<u8>>,
+    pub policy: Policy,
     /// Whether commands may follow one another: the next command's init is then readied
     /// while one runs.
     #[serde(default)]
     pub many: bool,
 }
 
-/// An unconfined command, on its own helper's standard input.
+/// An unconfined command, on its own helper's standard input: the policy's timeout is the
+/// command's.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Request {
-    pub setup: Setup,
+    pub policy: Policy,
     pub command: String,
 }
 
@@ -228,12 +210,62 @@ impl Read for Stream<'_> {
     }
 }
 
-pub(super) fn to_bytes(path: &Path) -> Vec<u8> {
-    path.as_os_str().as_bytes().to_vec()
-}
-
 pub(super) fn to_path(bytes: &[u8]) -> PathBuf {
     PathBuf::from(OsString::from_vec(bytes.to_vec()))
+}
+
+/// Paths on the wire, as bytes (`#[serde(with = "wire::bytes")]`): serde's own form of a path
+/// is a string, which a path need not be.
+pub(crate) mod bytes {
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    /// A value made of paths, and its form made of bytes.
+    pub trait Raw: Sized {
+        type Bytes: Serialize + for<'de> Deserialize<'de>;
+        fn to_raw(&self) -> Self::Bytes;
+        fn from_raw(raw: Self::Bytes) -> Self;
+    }
+
+    impl Raw for PathBuf {
+        type Bytes = Vec<u8>;
+        fn to_raw(&self) -> Vec<u8> {
+            self.as_os_str().as_bytes().to_vec()
+        }
+        fn from_raw(raw: Vec<u8>) -> Self {
+            super::to_path(&raw)
+        }
+    }
+
+    impl<T: Raw> Raw for Vec<T> {
+        type Bytes = Vec<T::Bytes>;
+        fn to_raw(&self) -> Self::Bytes {
+            self.iter().map(Raw::to_raw).collect()
+        }
+        fn from_raw(raw: Self::Bytes) -> Self {
+            raw.into_iter().map(T::from_raw).collect()
+        }
+    }
+
+    impl<T: Raw> Raw for Option<T> {
+        type Bytes = Option<T::Bytes>;
+        fn to_raw(&self) -> Self::Bytes {
+            self.as_ref().map(Raw::to_raw)
+        }
+        fn from_raw(raw: Self::Bytes) -> Self {
+            raw.map(T::from_raw)
+        }
+    }
+
+    pub fn serialize<T: Raw, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+        value.to_raw().serialize(serializer)
+    }
+
+    pub fn deserialize<'de, T: Raw, D: Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
+        T::Bytes::deserialize(deserializer).map(T::from_raw)
+    }
 }
 
 /// The marker that starts the report line.
@@ -350,6 +382,31 @@ mod tests {
             assert_eq!(parsed, Some(report));
             assert_eq!(other, "thread panicked");
         }
+    }
+
+    /// The policy travels as itself, paths that are not UTF-8 included.
+    #[test]
+    fn the_policy_round_trips() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+
+        let odd = PathBuf::from(OsStr::from_bytes(b"/tmp/caf\xe9"));
+        let mut policy = Policy::new(odd.clone());
+        policy.extra_read = vec![odd.clone(), "/opt".into()];
+        policy.home = Some(odd.clone());
+        policy.allow_missing = vec![crate::OptionalLayer::Seccomp];
+        policy.ungranted = vec!["/home/u/.cargo/bin".into()];
+        let setup = Setup { policy, many: true };
+        let json = serde_json::to_string(&setup).unwrap();
+        let back: Setup = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.policy.workspace, odd);
+        assert_eq!(back.policy.extra_read, [odd.clone(), "/opt".into()]);
+        assert_eq!(back.policy.home, Some(odd));
+        assert_eq!(back.policy.allow_missing, [crate::OptionalLayer::Seccomp]);
+        assert_eq!(back.policy.timeout, setup.policy.timeout);
+        // Only the host's side reads it.
+        assert!(back.policy.ungranted.is_empty());
+        assert!(back.many);
     }
 
     #[test]

@@ -159,13 +159,13 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
     }
     let sources = match zygote.sources.take() {
         Some(sources) => sources,
-        None => Sources::open(setup, None)?,
+        None => Sources::open(&setup.policy, None)?,
     };
     // A shell of many commands (a session) keeps one /tmp for them all.
-    let memory = setup.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
+    let memory = setup.policy.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
     let tmp = view::tmp_options(memory);
     let view = view::build(sources, setup.many.then_some(tmp.as_str())).map_err(refusal)?;
-    let rules = Rules::open(setup, zygote.plan.abi()).map_err(refusal)?;
+    let rules = Rules::open(&setup.policy, zygote.plan.abi()).map_err(refusal)?;
     let mounts = File::open("/proc/self/ns/mnt")
         .map(OwnedFd::from)
         .map_err(|e| refusal(format!("cannot open the sandbox's mount namespace: {e}")))?;
@@ -409,7 +409,7 @@ impl Server<'_> {
         let (control, theirs) =
             process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
         let mut flags = ns::EVERY_COMMAND;
-        if zygote.setup.network.proxied().is_some() {
+        if zygote.setup.policy.network.proxied().is_some() {
             flags |= libc::CLONE_NEWNET;
         }
         let pid = ns::clone(flags).map_err(|e| {
@@ -430,7 +430,11 @@ impl Server<'_> {
                 plan: &zygote.plan,
                 rules: &self.ready.rules,
                 ids: self.ready.ids,
-                memory: zygote.setup.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT),
+                memory: zygote
+                    .setup
+                    .policy
+                    .memory_limit
+                    .unwrap_or(DEFAULT_MEMORY_LIMIT),
                 granted: &self.ready.view.granted,
                 control: theirs,
                 status: status_write,
@@ -529,8 +533,8 @@ impl Server<'_> {
             pid: spare.pid,
             pidfd: spare.pidfd,
             status: heard_here.then_some(spare.status),
-            deadline: Instant::now() + Duration::from_millis(self.zygote.setup.timeout_ms),
-            timeout_ms: self.zygote.setup.timeout_ms,
+            deadline: Instant::now() + self.zygote.setup.policy.timeout,
+            timeout_ms: wire::millis(self.zygote.setup.policy.timeout),
             timed_out: false,
         }
     }
@@ -538,9 +542,8 @@ impl Server<'_> {
 
 /// Mounts `covers` into an init's mount namespace `mounts`.
 fn cover(zygote: &Zygote, ready: &Ready, mounts: &OwnedFd, covers: &Covers) -> Result<(), String> {
-    let workspace = wire::to_path(&zygote.setup.workspace);
     let view = view::Covers {
-        workspace: &workspace,
+        workspace: &zygote.setup.policy.workspace,
         protected: &covers.protected,
         hidden: &covers.hidden,
     };

@@ -53,7 +53,7 @@ fn call_lib_with(
     diffs: bool,
 ) -> cordon::CallOutcome {
     let mut options = cordon::Options::new(cordon.root());
-    options.cache_dir = Some(crate::util::cache_dir().to_path_buf());
+    options.settings.tools.cache_dir = Some(crate::util::cache_dir().to_path_buf());
     options.diffs = diffs;
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

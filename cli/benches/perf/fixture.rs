@@ -67,8 +67,8 @@ impl Dirs {
     /// configuration.
     pub(crate) fn options(&self) -> Options {
         let mut options = Options::new(&self.ws);
-        options.cache_dir = Some(self.cache.clone());
-        options.plugin_dirs.clear();
+        options.settings.tools.cache_dir = Some(self.cache.clone());
+        options.user_plugins = None;
         options.config = None;
         options
     }

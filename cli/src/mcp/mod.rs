@@ -64,7 +64,7 @@ use cordon::output::quote;
 use cordon::session::display::live;
 use cordon::session::{Answer, Ask, Decision, Hosts, Mode, Pending, PermissionRequest, Session};
 use cordon::shell::Progress;
-use cordon::{CallError, CallOutcome, Options, Runtime};
+use cordon::{CallError, CallOutcome, Runtime};
 
 mod http;
 
@@ -72,15 +72,10 @@ pub use http::Http;
 
 /// Serves the tools: over Streamable HTTP when `http` says so, else one MCP connection on
 /// standard input and output, until the client closes it.
-pub async fn serve(
-    runtime: Runtime,
-    options: &Options,
-    mode: Mode,
-    http: Option<Http>,
-) -> anyhow::Result<()> {
+pub async fn serve(runtime: Runtime, mode: Mode, http: Option<Http>) -> anyhow::Result<()> {
     let shared = Arc::new(Shared {
         tools: tools(&runtime, *runtime.network() != cordon::shell::Network::Off),
-        instructions: instructions(&runtime, options, mode),
+        instructions: instructions(&runtime, mode),
         mode,
         runtime,
         slots: Semaphore::new(PARALLEL),
@@ -600,7 +595,7 @@ fn annotations(kind: Kind, title: String, network: bool) -> ToolAnnotations {
 }
 
 /// What the client is told about the server when it connects.
-fn instructions(runtime: &Runtime, options: &Options, mode: Mode) -> String {
+fn instructions(runtime: &Runtime, mode: Mode) -> String {
     let permissions = match mode {
         Mode::Allow => "Calls that change files or run commands run without asking.",
         Mode::Ask => "Calls that change files or run commands first ask the user.",
@@ -612,7 +607,7 @@ fn instructions(runtime: &Runtime, options: &Options, mode: Mode) -> String {
          output is cut at {} characters, with a notice. The same call giving the same output \
          three times in a row gets a [LOOP_DETECTED: …] warning appended: try something else.",
         runtime.workspace().display(),
-        options.max_output,
+        runtime.resolved().max_output,
     )
 }
 

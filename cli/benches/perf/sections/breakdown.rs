@@ -13,9 +13,7 @@ use crate::in_process;
 pub(crate) fn run(dirs: &Dirs) {
     println!("\n# Start-up breakdown (in-process, warm cache)");
     let async_runtime = in_process::async_runtime();
-    let mut options = dirs.options();
-    options.workspace = dirs.ws.canonicalize().unwrap();
-    options.shell.workspace = options.workspace.clone();
+    let resolved = dirs.options().resolve().unwrap();
     let n = samples(30);
     let time = |what: &str, f: &mut dyn FnMut()| {
         print_samples(what, &repeated(n, f));
@@ -23,14 +21,14 @@ pub(crate) fn run(dirs: &Dirs) {
     let cache = || {
         Some(Cache {
             dir: dirs.cache.clone(),
-            key: options.cache_key.clone().expect("a config directory"),
+            key: resolved.cache_key.clone().expect("a config directory"),
         })
     };
     time("Engine::new (pooling allocator, epoch thread)", &mut || {
         drop(Engine::new(cache()).unwrap());
     });
     let engine = Engine::new(cache()).unwrap();
-    let specs = cordon::builtin::specs(&options);
+    let specs = cordon::builtin::specs(&resolved);
     for spec in &specs {
         time(
             &format!("{}: is_cached ({} KiB)", spec.name, spec.bytes.len() >> 10),
