@@ -113,6 +113,7 @@ pub mod egress;
 mod helper;
 mod index;
 mod init;
+mod memories;
 mod ns;
 mod process;
 pub mod protect;

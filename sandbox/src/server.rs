@@ -10,10 +10,8 @@
 //!
 //! Each command then costs what must be fresh for it, and no more. The helper raises the
 //! shield over the workspace's protected paths ([`Shield`]), starts the command's proxy when
-//! it has an allowlist, and asks the zygote for it. Its memory cgroup is ready before it is asked for: the helper
-//! moves the zygote into a fresh cgroup while the command before runs, so the command's init
-//! is born in its own (a task moved into a v1 cgroup waits for an RCU grace period, which
-//! would otherwise be paid on every call). When the command's init says how bash ended (on a
+//! it has an allowlist, and asks the zygote for it. Its memory cgroup is ready before it is
+//! asked for ([`Memories`]). When the command's init says how bash ended (on a
 //! pipe the zygote hands over; in a one-command shell, through the zygote), or the zygote
 //! says the init exited without saying it, the helper reads whether the kernel killed the
 //! command for lack of memory, judges what the command made of the protected paths outside
@@ -37,9 +35,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::cgroup::{Cgroup, Cgroups};
+use super::cgroup::Cgroup;
 use super::confine::{self, refusal};
 use super::init::Go;
+use super::memories::Memories;
 use super::ns::{self, NAMESPACE_HINT};
 use super::process;
 use super::proxy::{self, Proxy};
@@ -144,25 +143,6 @@ impl Covers {
         }
         self.generation
     }
-}
-
-/// The memory cgroups of commands: each is made before its command is asked for, and the
-/// zygote moves into it right after starting the command before, so that the command's init
-/// is born in it.
-struct Memories {
-    bytes: Option<u64>,
-    cgroups: Option<Cgroups>,
-    /// The cgroup the zygote is in once it has read what was sent to it: its next command's.
-    current: Option<Cgroup>,
-    /// The cgroup for the command after the next, made while the commands run.
-    spare: Option<Cgroup>,
-    /// The cgroups of commands that are over, by call, until the zygote says their init is
-    /// reaped (a cgroup that holds a task can serve no other command, nor be removed).
-    over: HashMap<u64, Cgroup>,
-    /// Cgroups of commands that are over, empty, for later commands.
-    free: Vec<Cgroup>,
-    /// Why commands cannot have memory cgroups of their own, if they cannot.
-    missing: Option<String>,
 }
 
 /// A command the zygote runs.
@@ -599,113 +579,6 @@ impl Server {
             write_report(&call.report, &Report::refused(why.to_string()));
         }
         self.memory.remove_all();
-    }
-}
-
-impl Memories {
-    /// Makes the first cgroup of commands limited to `bytes` and moves the zygote (on
-    /// `zygote`) into it; where none can be made, commands are bounded per process.
-    fn start(bytes: Option<u64>, zygote: &OwnedFd) -> Memories {
-        let mut memory = Memories {
-            bytes,
-            cgroups: None,
-            current: None,
-            spare: None,
-            over: HashMap::new(),
-            free: Vec::new(),
-            missing: None,
-        };
-        let Some(bytes) = bytes else {
-            return memory;
-        };
-        let first = Cgroups::first(bytes).and_then(|(cgroups, first)| {
-            wire::send(zygote.as_fd(), &ToZygote::Enter, &[first.join()])
-                .map_err(|e| format!("cannot reach the sandbox's zygote: {e}"))?;
-            match wire::recv::<FromZygote>(zygote.as_fd()) {
-                Ok(Some((FromZygote::Entered { failed: None }, _))) => Ok((cgroups, first)),
-                Ok(Some((FromZygote::Entered { failed: Some(why) }, _))) => {
-                    first.remove();
-                    Err(why)
-                }
-                _ => Err("the sandbox's zygote did not answer".into()),
-            }
-        });
-        match first {
-            Ok((cgroups, first)) => {
-                memory.cgroups = Some(cgroups);
-                memory.current = Some(first);
-                memory.replenish();
-            }
-            Err(why) => memory.missing = Some(why),
-        }
-        memory
-    }
-
-    /// How the next command's memory is bounded: by the cgroup the zygote is in, else per
-    /// process.
-    fn of_next(&self) -> Memory {
-        match (self.bytes, &self.current, &self.missing) {
-            (None, ..) => Memory::Unlimited,
-            (Some(bytes), Some(cgroup), None) => Memory::Cgroup(bytes, cgroup.version()),
-            (Some(bytes), _, why) => Memory::PerProcess(bytes, why.clone().unwrap_or_default()),
-        }
-    }
-
-    /// The cgroup for the command after the next, for the zygote to move into once it has
-    /// started the next; none where commands have none (from now on, when it cannot be made).
-    fn make(&mut self) -> Option<Cgroup> {
-        if self.missing.is_some() {
-            return None;
-        }
-        self.replenish();
-        self.spare.take()
-    }
-
-    /// Makes the spare cgroup, if there is none (and cgroups can be made): one that a command
-    /// is over with, else a new one.
-    fn replenish(&mut self) {
-        if self.spare.is_some() || self.missing.is_some() {
-            return;
-        }
-        self.spare = self.free.pop();
-        if self.spare.is_none()
-            && let Some(cgroups) = self.cgroups.as_mut()
-        {
-            match cgroups.make() {
-                Ok(cgroup) => self.spare = Some(cgroup),
-                Err(why) => self.missing = Some(why),
-            }
-        }
-    }
-
-    /// Holds the cgroup of call `id`, which is over, until its init is reaped.
-    fn over(&mut self, id: u64, cgroup: Cgroup) {
-        self.over.insert(id, cgroup);
-    }
-
-    /// Keeps the cgroup of call `id`, whose init is reaped, for a later command; one more than
-    /// the next command needs is removed.
-    fn reaped(&mut self, id: u64) {
-        let Some(cgroup) = self.over.remove(&id) else {
-            return;
-        };
-        if self.free.is_empty() && self.missing.is_none() {
-            self.free.push(cgroup);
-        } else {
-            cgroup.remove();
-        }
-    }
-
-    /// Removes every cgroup of the shell (once its zygote, and with it every command, is
-    /// killed).
-    fn remove_all(&mut self) {
-        let over = self.over.drain().map(|(_, cgroup)| cgroup);
-        let made = [self.current.take(), self.spare.take()]
-            .into_iter()
-            .flatten();
-        for cgroup in made.chain(over).chain(self.free.drain(..)) {
-            cgroup.remove();
-        }
     }
 }
 
