@@ -9,7 +9,7 @@
 //! calls at once, the lock of calls that change files, and the permission questions handed out.
 //!
 //! - `tools/list`: every declared tool with its description, input schema, a title and
-//!   annotations derived from its kind ([`annotations`]).
+//!   annotations derived from its kind ([`tools`]); permission questions by elicitation ([`elicit`]).
 //! - `tools/call`: an unknown tool is a JSON-RPC error (invalid params), as are arguments that
 //!   are not an object (a malformed request). Anything else runs through the session's steps
 //!   ([`Server::call`]): input that fails the tool's schema is a tool execution error
@@ -38,11 +38,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientNotification, ClientRequest,
-    ContentBlock, CustomRequest, CustomResult, ElicitRequest, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationSchema, ErrorCode, Implementation, InputRequest, InputRequests,
-    InputRequiredResult, InputResponses, JsonObject, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
-    ServerResult, Tool, ToolAnnotations,
+    ContentBlock, CustomRequest, CustomResult, ElicitRequest, ErrorCode, Implementation,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ServerCapabilities, ServerConfig, ServerResult, Tool,
 };
 #[expect(
     deprecated,
@@ -50,11 +49,10 @@ use rmcp::model::{
 )]
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{
-    ElicitationMode, NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError,
-    Service,
+    NotificationContext, Peer, RequestContext, RoleServer, ServerInitializeError, Service,
 };
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Mutex, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -66,9 +64,14 @@ use cordon::session::{Answer, Ask, Decision, Hosts, Mode, Pending, PermissionReq
 use cordon::shell::Progress;
 use cordon::{CallError, CallOutcome, Runtime};
 
+mod elicit;
 mod http;
+mod tools;
 
 pub use http::Http;
+
+use elicit::{ANSWER, Elicit, answer_of, can_elicit, form};
+use tools::{instructions, tools};
 
 /// Serves the tools: over Streamable HTTP when `http` says so, else one MCP connection on
 /// standard input and output, until the client closes it.
@@ -539,207 +542,5 @@ impl Server {
             InputRequest::Elicitation(ElicitRequest::new(params)),
         )]);
         Ok(InputRequiredResult::new(Some(requests), Some(key.to_string())).into())
-    }
-}
-
-/// The tool list: each declared tool with a title and the annotations of its kind.
-fn tools(runtime: &Runtime, network: bool) -> Vec<Tool> {
-    runtime
-        .tools()
-        .map(|(_, tool)| {
-            let d = &tool.declaration;
-            // A tool's schema always is an object (`type: object` is checked when it loads).
-            let schema: JsonObject = tool.schema.json().as_object().cloned().unwrap_or_default();
-            let title = title(&d.name);
-            Tool::new(d.name.clone(), d.description.clone(), Arc::new(schema))
-                .with_title(title.clone())
-                .with_annotations(annotations(tool.kind, title, network))
-        })
-        .collect()
-}
-
-/// `read_file` → `Read file`.
-fn title(name: &str) -> String {
-    let words = name.replace('_', " ");
-    let mut chars = words.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => words,
-    }
-}
-
-/// The MCP hints of a tool of `kind`. Every hint is given explicitly, so a client need not
-/// know the spec's defaults. `network`: whether shell commands may use the network.
-///
-/// | kind                   | readOnly | destructive | openWorld |
-/// |------------------------|----------|-------------|-----------|
-/// | read, search, think    | true     | —           | false     |
-/// | fetch                  | true     | —           | true      |
-/// | edit, delete, move     | false    | true        | false     |
-/// | execute                | false    | true        | `network` |
-/// | other                  | false    | true        | false     |
-///
-/// Plugins never get the network (see `cordon::grants`), so only commands and fetch tools
-/// can reach the open world. `destructiveHint` only means something when `readOnlyHint` is
-/// false, so read tools leave it out.
-fn annotations(kind: Kind, title: String, network: bool) -> ToolAnnotations {
-    let hints = ToolAnnotations::with_title(title);
-    match kind {
-        Kind::Read | Kind::Search | Kind::Think => hints.read_only(true).open_world(false),
-        Kind::Fetch => hints.read_only(true).open_world(true),
-        Kind::Edit | Kind::Delete | Kind::Move | Kind::Other => {
-            hints.read_only(false).destructive(true).open_world(false)
-        }
-        Kind::Execute => hints.read_only(false).destructive(true).open_world(network),
-    }
-}
-
-/// What the client is told about the server when it connects.
-fn instructions(runtime: &Runtime, mode: Mode) -> String {
-    let permissions = match mode {
-        Mode::Allow => "Calls that change files or run commands run without asking.",
-        Mode::Ask => "Calls that change files or run commands first ask the user.",
-        Mode::Deny => "Calls that change files or run commands are refused.",
-    };
-    format!(
-        "cordon runs each tool call confined to the workspace {}: relative paths resolve \
-         against it, and nothing outside it can be read or changed. {permissions} A call's \
-         output is cut at {} characters, with a notice. The same call giving the same output \
-         three times in a row gets a [LOOP_DETECTED: …] warning appended: try something else.",
-        runtime.workspace().display(),
-        runtime.resolved().max_output,
-    )
-}
-
-fn can_elicit(peer: &Peer<RoleServer>) -> bool {
-    peer.supported_elicitation_modes()
-        .contains(&ElicitationMode::Form)
-}
-
-/// Asks the user through MCP elicitation (a request to the client, 2025-11-25): a form with
-/// one field, the answer. Anything but an accepted form with a valid answer refuses the call.
-struct Elicit {
-    peer: Peer<RoleServer>,
-    /// Whether the client can be asked this way: it declared elicitation, in a protocol
-    /// version with requests from server to client.
-    able: bool,
-}
-
-impl Ask for Elicit {
-    async fn ask(&mut self, request: &PermissionRequest) -> Answer {
-        if !self.able || !can_elicit(&self.peer) {
-            tracing::warn!(
-                "{}: refused, the MCP client cannot ask the user",
-                request.header
-            );
-            return Answer::Unasked;
-        }
-        let params = match form(request) {
-            Ok(params) => params,
-            Err(e) => {
-                tracing::error!("cannot build the permission form ({e}); refusing the call");
-                return Answer::Unasked;
-            }
-        };
-        match self.peer.create_elicitation(params).await {
-            Ok(result) => answer_of(&result),
-            Err(e) => {
-                tracing::warn!("{}: refused, asking the user failed: {e}", request.header);
-                Answer::Unasked
-            }
-        }
-    }
-}
-
-/// The answer in the user's reply to the permission form: refused unless accepted with a
-/// valid answer.
-fn answer_of(result: &ElicitResult) -> Answer {
-    match result.action {
-        ElicitationAction::Accept => result
-            .content
-            .as_ref()
-            .and_then(|c| c.get(ANSWER)?.as_str())
-            .and_then(Answer::from_id)
-            .unwrap_or(Answer::RejectOnce),
-        _ => Answer::RejectOnce,
-    }
-}
-
-/// The permission form about `request`: what the call would do, and the four answers.
-fn form(request: &PermissionRequest) -> Result<ElicitRequestParams, String> {
-    let mut message = format!("Allow this call?\n{}", request.header);
-    if let Some(argument) = &request.argument {
-        message.push('\n');
-        message.push_str(argument);
-    }
-    if !request.details.is_empty() {
-        message.push_str("\n\n");
-        message.push_str(&request.details);
-    }
-    Ok(ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message,
-        requested_schema: answer_schema(request)?,
-    })
-}
-
-/// The field of the permission form.
-const ANSWER: &str = "answer";
-
-/// The permission form: one required choice among the request's options (`allow_once`, …),
-/// each titled with the option's name.
-fn answer_schema(request: &PermissionRequest) -> Result<ElicitationSchema, String> {
-    let options = serde_json::to_value(&request.options).map_err(|e| e.to_string())?;
-    let choices: Vec<Value> = options
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|o| Some(json!({"const": o.get("optionId")?, "title": o.get("name")?})))
-        .collect();
-    let schema = json!({
-        "type": "object",
-        "properties": {
-            ANSWER: {"type": "string", "title": "Permission", "oneOf": choices},
-        },
-        "required": [ANSWER],
-    });
-    let Value::Object(schema) = schema else {
-        unreachable!("a JSON object literal");
-    };
-    ElicitationSchema::from_json_schema(schema).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn titles_read_as_words() {
-        assert_eq!(title("read_file"), "Read file");
-        assert_eq!(title("bash"), "Bash");
-        assert_eq!(title(""), "");
-    }
-
-    #[test]
-    fn the_permission_form_offers_the_four_answers() {
-        let request = PermissionRequest {
-            tool_call: agent_client_protocol::v1::schema::ToolCall::new("call_1".to_string(), "x"),
-            options: cordon::session::acp::permission_options(),
-            header: String::new(),
-            argument: None,
-            details: String::new(),
-        };
-        let schema = serde_json::to_value(answer_schema(&request).unwrap()).unwrap();
-        let ids: Vec<&str> = schema["properties"][ANSWER]["oneOf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["const"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            ids,
-            ["allow_once", "allow_always", "reject_once", "reject_always"]
-        );
-        assert_eq!(schema["required"], json!([ANSWER]));
     }
 }
