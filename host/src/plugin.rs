@@ -210,8 +210,8 @@ impl Plugin {
     }
 
     /// Runs one call of `tool` in a fresh instance, within the plugin's deadline and memory.
-    /// An error is a trap, a limit reached or a failure to instantiate, already worded for the
-    /// model.
+    /// An error is a failure to start, a limit reached, a trap or a lost worker; its text is
+    /// worded for the model.
     ///
     /// The call runs on a worker thread (see the `workers` module) and this waits for it under
     /// the deadline, so a call held in a system call (a FIFO being opened) neither blocks the
@@ -223,16 +223,15 @@ impl Plugin {
         input: String,
         context: Context,
         watch: Watch,
-    ) -> Result<Answer, String> {
-        let started =
-            |e: String| format!("the {} plugin could not be started: {e}", self.core.name);
+    ) -> Result<Answer, CallFailure> {
+        let started = |cause| CallFailure::Start {
+            plugin: self.core.name.clone(),
+            cause,
+        };
         // A shell command holds the worker's thread until it ends, where the worker cannot
         // drop it: this side stops it when the call is given up (dropped, past its deadline).
         let stop = match self.core.grants.shell {
-            Some(_) => Some(
-                Stop::new()
-                    .map_err(|e| started(format!("cannot make its commands stoppable: {e}")))?,
-            ),
+            Some(_) => Some(Stop::new().map_err(|e| started(StartCause::Stoppable(e)))?),
             None => None,
         };
         let _stop = stop.clone().map(StopOnDrop);
@@ -254,13 +253,13 @@ impl Plugin {
                     let _ = answer.send(result);
                 }
             })
-            .map_err(|e| started(e.to_string()))?;
+            .map_err(|e| started(StartCause::Thread(e)))?;
         match tokio::time::timeout(self.core.limits.timeout + TICK, answered).await {
             Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(format!(
-                "the {} plugin crashed while running {tool}: its thread ended without an answer",
-                self.core.name
-            )),
+            Ok(Err(_)) => Err(CallFailure::Lost {
+                plugin: self.core.name.clone(),
+                tool: tool.to_string(),
+            }),
             Err(_) => Err(self.core.over_time()),
         }
     }
@@ -273,6 +272,55 @@ impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.stop();
     }
+}
+
+/// Why a call of a plugin has no answer. Its text is the failed outcome the model reads.
+#[derive(Debug, thiserror::Error)]
+pub enum CallFailure {
+    #[error("the {plugin} plugin could not be started: {cause}")]
+    Start {
+        plugin: String,
+        #[source]
+        cause: StartCause,
+    },
+    /// The call ran past `limit`, in wasm or waiting in the host, and was stopped.
+    #[error(
+        "the {plugin} plugin ran past its {} s limit and was stopped; the call had no result",
+        limit.as_secs_f64()
+    )]
+    Timeout { plugin: String, limit: Duration },
+    /// The instance asked for more than `limit` bytes of memory.
+    #[error(
+        "the {plugin} plugin needed more than its {} MiB of memory and was stopped; the call \
+         had no result",
+        limit >> 20
+    )]
+    OutOfMemory { plugin: String, limit: usize },
+    /// The guest trapped (a panic, an unreachable, a host function's error).
+    #[error("the {plugin} plugin crashed while running {tool}: {}", trap.root_cause())]
+    Trap {
+        plugin: String,
+        tool: String,
+        #[source]
+        trap: wasmtime::Error,
+    },
+    /// The worker thread that ran the call ended without answering (it panicked).
+    #[error("the {plugin} plugin crashed while running {tool}: its thread ended without an answer")]
+    Lost { plugin: String, tool: String },
+}
+
+/// Why a call's instance could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartCause {
+    /// No eventfd to stop its shell commands with.
+    #[error("cannot make its commands stoppable: {0}")]
+    Stoppable(#[source] std::io::Error),
+    /// No worker thread to run it on.
+    #[error("{0}")]
+    Thread(#[source] std::io::Error),
+    /// Instantiating the component failed.
+    #[error("{0:#}")]
+    Instance(#[source] wasmtime::Error),
 }
 
 /// What a plugin answered to a call.
@@ -296,11 +344,14 @@ impl Core {
         context: Context,
         watch: Watch,
         stop: Option<Stop>,
-    ) -> Result<Answer, String> {
-        let (mut store, instance) = self
-            .instantiate(context.dry_run)
-            .await
-            .map_err(|e| format!("the {} plugin could not be started: {e:#}", self.name))?;
+    ) -> Result<Answer, CallFailure> {
+        let (mut store, instance) =
+            self.instantiate(context.dry_run)
+                .await
+                .map_err(|e| CallFailure::Start {
+                    plugin: self.name.clone(),
+                    cause: StartCause::Instance(e),
+                })?;
         store.data_mut().watch = watch;
         store.data_mut().stop = stop;
         store.data_mut().max_output = usize::try_from(context.max_output).unwrap_or(usize::MAX);
@@ -324,25 +375,23 @@ impl Core {
             Ok(Err(e)) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
                 Err(self.over_time())
             }
-            Ok(Err(_)) if store.data().limiter.exceeded => Err(format!(
-                "the {} plugin needed more than its {} MiB of memory and was stopped; the call had no result",
-                self.name,
-                self.limits.memory >> 20
-            )),
-            Ok(Err(e)) => Err(format!(
-                "the {} plugin crashed while running {tool}: {}",
-                self.name,
-                e.root_cause()
-            )),
+            Ok(Err(_)) if store.data().limiter.exceeded => Err(CallFailure::OutOfMemory {
+                plugin: self.name.clone(),
+                limit: self.limits.memory,
+            }),
+            Ok(Err(trap)) => Err(CallFailure::Trap {
+                plugin: self.name.clone(),
+                tool: tool.to_string(),
+                trap,
+            }),
         }
     }
 
-    fn over_time(&self) -> String {
-        format!(
-            "the {} plugin ran past its {} s limit and was stopped; the call had no result",
-            self.name,
-            self.limits.timeout.as_secs_f64()
-        )
+    fn over_time(&self) -> CallFailure {
+        CallFailure::Timeout {
+            plugin: self.name.clone(),
+            limit: self.limits.timeout,
+        }
     }
 
     async fn declarations(&self) -> wasmtime::Result<Vec<Declaration>> {

@@ -417,7 +417,7 @@ impl Runtime {
             .await
         {
             Ok(answer) => self.finish(answer),
-            Err(crash) => CallOutcome::failure(crash),
+            Err(failure) => CallOutcome::failure(failure.to_string()),
         }
     }
 
