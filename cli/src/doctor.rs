@@ -18,10 +18,11 @@ pub async fn run(
     let done = tokio::task::spawn_blocking(move || shell::run(&policy, "true")).await?;
     let refusal = match &done.status {
         Status::Exited(0) => None,
-        Status::Refused(why) => Some(why.clone()),
-        other => Some(format!(
-            "the probe command `true` did not succeed: {other:?}"
-        )),
+        other => Some(
+            other
+                .refusal()
+                .unwrap_or_else(|| format!("the probe command `true` did not succeed: {other:?}")),
+        ),
     };
     if json {
         let report = serde_json::json!({

@@ -333,7 +333,7 @@ fn exit(status: &cordon::shell::Status) -> Option<Value> {
         Status::Signaled(signal) => json!({ "signal": signal }),
         Status::TimedOut(secs) => json!({ "timeout": secs }),
         Status::OutOfMemory(mib) => json!({ "memory": mib }),
-        Status::Refused(_) => return None,
+        Status::Refused(_) | Status::Cancelled | Status::HelperLost(_) => return None,
     })
 }
 

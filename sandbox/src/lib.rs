@@ -463,6 +463,31 @@ pub enum Status {
     OutOfMemory(u64),
     /// The command could not run at all; the reason, for the user.
     Refused(String),
+    /// The host stopped the command ([`Hooks::stop`]): its call was cancelled.
+    Cancelled,
+    /// The helper ended without reporting how the command ended; what it printed on its way
+    /// out, if anything.
+    HelperLost(String),
+}
+
+impl Status {
+    /// Why the command has no end of its own, for the user, when it has none: it was refused,
+    /// cancelled, or its helper was lost (the `refused` of cordon's shell capability). None
+    /// when it exited, was killed by a signal, or was stopped at its timeout or memory limit.
+    pub fn refusal(&self) -> Option<String> {
+        match self {
+            Status::Refused(why) => Some(why.clone()),
+            Status::Cancelled => Some("the command was stopped: its call was cancelled".into()),
+            Status::HelperLost(said) => Some(format!(
+                "the sandbox helper ended without a report{}{said}",
+                if said.is_empty() { "" } else { ": " }
+            )),
+            Status::Exited(_)
+            | Status::Signaled(_)
+            | Status::TimedOut(_)
+            | Status::OutOfMemory(_) => None,
+        }
+    }
 }
 
 /// What follows one command while it runs, from the host's side.
@@ -595,6 +620,29 @@ mod tests {
                 "{why}"
             );
         }
+    }
+
+    #[test]
+    fn only_a_command_without_an_end_of_its_own_has_a_refusal() {
+        let lost = |said: &str| Status::HelperLost(said.into()).refusal();
+        assert_eq!(
+            Status::Cancelled.refusal().as_deref(),
+            Some("the command was stopped: its call was cancelled")
+        );
+        assert_eq!(
+            lost("").as_deref(),
+            Some("the sandbox helper ended without a report")
+        );
+        assert_eq!(
+            lost("killed").as_deref(),
+            Some("the sandbox helper ended without a report: killed")
+        );
+        assert_eq!(
+            Status::Refused("no".into()).refusal().as_deref(),
+            Some("no")
+        );
+        assert_eq!(Status::TimedOut(3).refusal(), None);
+        assert_eq!(Status::Exited(1).refusal(), None);
     }
 
     #[test]

@@ -151,11 +151,7 @@ pub(super) fn collect(
             Vec::new(),
             Vec::new(),
         ),
-        _ if cut == Some(Cut::Stopped) => (
-            Status::Refused("the command was stopped: its call was cancelled".into()),
-            Vec::new(),
-            Vec::new(),
-        ),
+        _ if cut == Some(Cut::Stopped) => (Status::Cancelled, Vec::new(), Vec::new()),
         Some(Report {
             status,
             layers,
@@ -187,14 +183,7 @@ pub(super) fn collect(
             }
             (status, layers, blocked)
         }
-        None => (
-            Status::Refused(format!(
-                "the sandbox helper ended without a report{}{diagnostics}",
-                if diagnostics.is_empty() { "" } else { ": " }
-            )),
-            Vec::new(),
-            Vec::new(),
-        ),
+        None => (Status::HelperLost(diagnostics), Vec::new(), Vec::new()),
     };
     let (output, tail) = match head {
         Some(head) => (head, output),

@@ -268,6 +268,39 @@ fn sigkill_of_the_sandbox_helper_leaves_no_process() {
     assert!(left.is_empty(), "cgroups were left behind: {left:?}");
 }
 
+/// An embedder that stops a command (its call was cancelled) is told so: the command did not
+/// end on its own, and it was not refused either.
+#[test]
+fn a_stopped_command_is_cancelled() {
+    use cordon::shell::{Hooks, Policy, Shell, Status, Stop};
+    let c = Cordon::new();
+    let mark = marker("stopped");
+    let mut policy = Policy::new(c.root());
+    policy.helper = crate::util::binary();
+    let stop = Stop::new().unwrap();
+    let hooks = Hooks {
+        stop: Some(stop.clone()),
+        ..Hooks::default()
+    };
+    let command = format!("sleep 20; : {mark}");
+    let stopper = std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(20);
+        while wait_until_gone(&mark, Duration::ZERO).is_empty() {
+            assert!(Instant::now() < until, "the command did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        stop.stop();
+        wait_until_gone(&mark, Duration::from_secs(5))
+    });
+    let done = Shell::new(policy).run(&command, &hooks);
+    assert_eq!(done.status, Status::Cancelled);
+    assert_eq!(
+        done.status.refusal().as_deref(),
+        Some("the command was stopped: its call was cancelled")
+    );
+    assert_eq!(stopper.join().unwrap(), Vec::<u32>::new());
+}
+
 #[test]
 fn a_self_regrowing_fork_chain_leaves_nothing_after_the_timeout() {
     let c = Cordon::new().with_args(&["--timeout", "2"]);

@@ -64,7 +64,12 @@ impl State {
                 shell::Status::Signaled(name) => Status::Signaled(name),
                 shell::Status::TimedOut(secs) => Status::TimedOut(secs),
                 shell::Status::OutOfMemory(mib) => Status::OutOfMemory(mib),
-                shell::Status::Refused(why) => Status::Refused(why),
+                // The capability has one variant for a command with no end of its own.
+                unended @ (shell::Status::Refused(_)
+                | shell::Status::Cancelled
+                | shell::Status::HelperLost(_)) => {
+                    Status::Refused(unended.refusal().unwrap_or_default())
+                }
             },
         }
     }
