@@ -113,6 +113,7 @@ pub mod egress;
 mod helper;
 mod index;
 mod init;
+pub mod layer;
 mod ns;
 mod process;
 pub mod protect;
@@ -235,6 +236,9 @@ pub struct Policy {
     /// it did not find a program that one of them holds gets a note naming it and
     /// `--toolchains`. Only the host's side reads it, and only then.
     pub ungranted: Vec<PathBuf>,
+    /// The socket of the keeper of the workspace's layer ([`layer::Keeper::socket`]): commands
+    /// then see the workspace through that layer; none: the workspace itself.
+    pub layer: Option<PathBuf>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
@@ -262,6 +266,7 @@ impl Policy {
             path: Vec::new(),
             hidden: Vec::new(),
             ungranted: Vec::new(),
+            layer: None,
             helper: PathBuf::from(helper::SELF),
         }
     }

@@ -59,6 +59,7 @@ pub(super) fn setup(policy: &Policy) -> Setup {
         path: bytes(&policy.path),
         hidden: bytes(&policy.hidden),
         many: false,
+        layer: policy.layer.as_deref().map(wire::to_bytes),
     }
 }
 

@@ -105,11 +105,18 @@ impl Sources {
             }
             Ok(tree)
         };
+        let workspace = wire::to_path(&setup.workspace);
+        let layer = setup.layer.as_deref().map(wire::to_path);
         let granted = granted
             .into_iter()
             .map(|(path, access)| {
-                let tree = ns::open_tree(&path).map_err(|e| opening(&path, e))?;
                 let dir = path.is_dir();
+                // A layer's keeper already shows it as the command's own (see `layer`).
+                if let Some(socket) = layer.as_deref().filter(|_| path == workspace) {
+                    let tree = super::layer::receive(socket)?;
+                    return Ok((path, Entry::Tree(tree, access, dir)));
+                }
+                let tree = ns::open_tree(&path).map_err(|e| opening(&path, e))?;
                 Ok((path.clone(), Entry::Tree(shared(&path, tree)?, access, dir)))
             })
             .collect::<Result<Vec<_>, String>>()?;

@@ -53,6 +53,9 @@ pub(super) struct Setup {
     /// while one runs.
     #[serde(default)]
     pub many: bool,
+    /// The socket of the workspace's layer keeper; none: the workspace itself.
+    #[serde(default)]
+    pub layer: Option<Vec<u8>>,
 }
 
 /// An unconfined command, on its own helper's standard input.
