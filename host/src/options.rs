@@ -41,6 +41,9 @@ pub struct Options {
     /// of the cost of editing a large file, so a front door that never shows them turns this
     /// off.
     pub diffs: bool,
+    /// The layer the workspace is seen through (a name, or a path with a `/`,
+    /// [`crate::layer`]); none: the workspace itself.
+    pub layer: Option<String>,
 }
 
 /// The default for [`Options::max_output`].
@@ -65,6 +68,7 @@ impl Options {
             plugin_dirs: config::default_plugin_dir().into_iter().collect(),
             config: config::default_config_file(),
             diffs: true,
+            layer: None,
         }
     }
 }

@@ -122,6 +122,8 @@ pub struct Runtime {
     /// The variables whose values plugins' requests carry as secret headers: redacted from
     /// every output.
     secrets: Vec<String>,
+    /// The keeper of the workspace's layer, held so that it lives as long as the runtime.
+    _layer: Option<crate::shell::layer::Keeper>,
 }
 
 impl Runtime {
@@ -140,15 +142,21 @@ impl Runtime {
         if runtime.tool(tool).is_some() {
             Ok(runtime)
         } else {
+            // Its layer's keeper ends first: a layer has one at a time.
+            drop(runtime);
             Self::new(options).await
         }
     }
 
     async fn start(options: Options, tool: Option<&str>) -> Result<Self, Error> {
-        let (options, config, _) = settle(options)?;
+        let (mut options, config, _) = settle(options)?;
+        let layer = crate::layer::start(&mut options)?;
         let mut specs = builtin::specs(&options);
         for dir in &options.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &options, &config)?);
+        }
+        if let Some(keeper) = &layer {
+            crate::layer::redirect(&mut specs, &options.workspace, &keeper.merged());
         }
         // Before anything is compiled or loaded, and against every plugin (not only the one a
         // one-shot call loads): what this start loads must be out of reach of what it runs.
@@ -191,6 +199,7 @@ impl Runtime {
             config,
             own,
             secrets,
+            _layer: layer,
         };
         runtime.load(specs).await?;
         Ok(runtime)
