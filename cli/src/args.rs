@@ -105,6 +105,12 @@ pub struct Global {
     #[arg(long, value_name = "PATH", global = true)]
     pub unprotect: Vec<PathBuf>,
 
+    /// See and change the workspace through this copy-on-write layer (a name, kept under
+    /// ~/.local/share/cordon/layers, or a directory path with a `/`); the workspace changes
+    /// only at `cordon layer accept`. See docs/layers.md.
+    #[arg(long, value_name = "NAME", global = true)]
+    pub layer: Option<String>,
+
     /// Let bash commands use the whole network: every address and port, the host's own
     /// services and the cloud metadata address included. --allow-domain is the narrow way.
     #[arg(long, global = true)]
@@ -205,6 +211,7 @@ impl Global {
         if let Some(dir) = &self.cache_dir {
             options.cache_dir = Some(dir.clone());
         }
+        options.layer = self.layer.clone();
         options
     }
 }
@@ -244,6 +251,11 @@ pub enum Command {
     /// With `--permissions ask` the user is asked through the client (MCP elicitation); a
     /// client that cannot ask gets those calls refused.
     Mcp(McpArgs),
+    /// Review, accept or discard the changes of a layer (see --layer and docs/layers.md).
+    Layer {
+        #[command(subcommand)]
+        command: LayerCommand,
+    },
     /// Run one bash command (`true`) in the sandbox, with the options given, and print each
     /// layer of its confinement (enforced, partial or off, and what holds); exit 1 with the
     /// reason when the sandbox cannot be set up.
@@ -310,6 +322,33 @@ pub enum PluginsCommand {
     Check {
         /// The component file.
         path: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LayerCommand {
+    /// Print the layer's changes against the workspace as a unified diff that `git apply`
+    /// takes (protected paths among them are named on standard error).
+    Diff {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
+        /// Print a summary per file instead, as `git diff --stat`.
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Copy the layer's changes (all, or those at or below PATHS) into the workspace, each file
+    /// atomically, and take them out of the layer. A change to a protected path is refused
+    /// unless named with --unprotect; then nothing is accepted.
+    Accept {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
+        /// Paths relative to the workspace; the default is every change.
+        paths: Vec<PathBuf>,
+    },
+    /// Drop the layer and every change in it.
+    Discard {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
     },
 }
 
