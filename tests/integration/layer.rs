@@ -91,13 +91,23 @@ fn an_edit_and_a_new_file_stay_in_the_layer_until_accepted() {
 #[test]
 fn a_deletion_shows_and_discard_drops_the_layer() {
     let c = layered();
-    ok(c.call("bash", json!({"command": "rm gone.txt; echo x > new.txt"})));
+    c.write("d/old", "old\n");
+    // A directory made again where one was deleted hides what was in it (it is opaque).
+    let command = "rm gone.txt; echo x > new.txt; rm -r d; mkdir d; echo n > d/new";
+    ok(c.call("bash", json!({ "command": command })));
     assert_eq!(c.read("gone.txt"), "bye\n");
     let diff = ok(c.run(&["layer", "diff", "work"]));
-    assert!(
-        diff.contains("deleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n"),
-        "{diff}"
-    );
+    for part in [
+        "deleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n",
+        "deleted file mode 100644\n--- a/d/old\n",
+        "new file mode 100644\n--- /dev/null\n+++ b/d/new\n",
+    ] {
+        assert!(diff.contains(part), "{part:?} missing from:\n{diff}");
+    }
+    ok(c.run(&["layer", "accept", "work", "d"]));
+    assert!(!c.path("d/old").exists());
+    assert_eq!(c.read("d/new"), "n\n");
+    assert_eq!(ok(c.call("bash", json!({"command": "ls d"}))), "new\n");
 
     // Accepting one path leaves the others in the layer.
     ok(c.run(&["layer", "accept", "work", "gone.txt"]));
@@ -150,7 +160,7 @@ fn a_protected_change_is_refused_at_accept_unless_named() {
 }
 
 #[test]
-fn a_layer_refuses_unconfined_bash_and_doctor_shows_it() {
+fn a_layer_refuses_unconfined_bash_and_other_directories_and_doctor_shows_it() {
     let c = layered();
     let run = c.run(&["--unconfined-bash", "call", "bash", r#"{"command":"true"}"#]);
     assert_eq!(run.code, 2);
@@ -158,6 +168,17 @@ fn a_layer_refuses_unconfined_bash_and_doctor_shows_it() {
         run.stderr.contains("a layer needs the confined bash"),
         "{}",
         run.stderr
+    );
+    // A layer named by path may not be a directory of something else.
+    let plain = Cordon::new();
+    plain.write("a.txt", "one\n");
+    let root = plain.root();
+    let elsewhere = plain.run(&["--layer", root.to_str().unwrap(), "call", "read_file", "{}"]);
+    assert_eq!(elsewhere.code, 2);
+    assert!(
+        elsewhere.stderr.contains("is not a layer and not empty"),
+        "{}",
+        elsewhere.stderr
     );
     let doctor = ok(Cordon::new().run(&["doctor"]));
     assert!(doctor.contains("layers: available (--layer)"), "{doctor}");

@@ -37,6 +37,8 @@ pub enum LayerError {
     NoDataDir,
     #[error("there is no layer {0} (it was never used, or was discarded)")]
     Missing(PathBuf),
+    #[error("{0} is not a layer and not empty; name a new or empty directory, or a layer")]
+    NotALayer(PathBuf),
     #[error(
         "the layer {layer} lies over {theirs}, not over {ours}; use another layer name for this \
          workspace"
@@ -119,6 +121,10 @@ pub fn start(options: &mut Options) -> Result<Option<Keeper>, LayerError> {
         }
         Ok(_) => {}
         Err(_) => {
+            // A directory named by path is the layer's own: nothing else may be in it.
+            if fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
+                return Err(LayerError::NotALayer(dir));
+            }
             fs::create_dir_all(&dir).map_err(io_at("create the layer", &dir))?;
             let text = options.workspace.as_os_str().as_encoded_bytes();
             fs::write(dir.join(WORKSPACE), text).map_err(io_at("create the layer", &dir))?;
@@ -380,6 +386,9 @@ fn settle(upper: &Path, rel: &Path) -> io::Result<()> {
 /// Removes the layer at `dir`: its changes, mount directories and all.
 pub fn discard(dir: &Path) -> Result<(), LayerError> {
     let lock = lock(dir)?;
+    if !dir.join(UPPER).is_dir() {
+        return Err(LayerError::NotALayer(dir.into()));
+    }
     // overlayfs leaves its work directory unreadable to its owner.
     let _ = opened_up(&dir.join("work"));
     fs::remove_dir_all(dir).map_err(io_at("remove the layer", dir))?;
