@@ -182,6 +182,11 @@ pub(crate) struct Root {
     /// cordon's own paths inside it, relative to it. Resolution never leaves the directory,
     /// so no other of them can be reached through it.
     own: Vec<PathBuf>,
+    /// Whether a file written here takes its directory's owner: in a workspace's layer when
+    /// cordon runs as root, whose commands run as the sandbox user and see the layer's files
+    /// as they are (an overlay mount cannot be id-mapped), so that they can change what the
+    /// file tools wrote.
+    pub(crate) owned_by_dir: bool,
 }
 
 impl Roots {
@@ -192,6 +197,8 @@ impl Roots {
             roots.push(Root {
                 path: dir.path.clone(),
                 dir: Dir::open_ambient_dir(dir.opened(), ambient_authority())?,
+                // SAFETY: no arguments.
+                owned_by_dir: dir.source.is_some() && unsafe { libc::geteuid() } == 0,
                 own: grants
                     .own
                     .iter()

@@ -96,6 +96,13 @@ fn a_deletion_shows_and_discard_drops_the_layer() {
     let command = "rm gone.txt; echo x > new.txt; rm -r d; mkdir d; echo n > d/new";
     ok(c.call("bash", json!({ "command": command })));
     assert_eq!(c.read("gone.txt"), "bye\n");
+    // What a file tool writes, a command can change in place (as root too).
+    ok(c.call("write_file", json!({"path": "tool.txt", "content": "a\n"})));
+    let appended = ok(c.call(
+        "bash",
+        json!({"command": "echo b >> tool.txt && cat tool.txt"}),
+    ));
+    assert_eq!(appended, "a\nb\n");
     let diff = ok(c.run(&["layer", "diff", "work"]));
     for part in [
         "deleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n",
