@@ -131,6 +131,27 @@ pub(super) fn receive(socket: &Path) -> Result<OwnedFd, String> {
     }
 }
 
+/// Takes the lock of the layer at `dir`, which its keeper holds while it runs (`create`: made
+/// when missing). The keeper of a cordon that just ended may still be on its way out: it is
+/// waited for a while. None: the lock is held.
+pub fn lock(dir: &Path, create: bool) -> io::Result<Option<File>> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(create)
+        .create(create)
+        .truncate(false)
+        .open(dir.join(LOCK))?;
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    // SAFETY: a valid descriptor; the result is checked.
+    while unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        if std::time::Instant::now() > deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(Some(file))
+}
+
 /// Runs the keeper and exits; see the module documentation.
 pub(super) fn keeper_main() -> ! {
     let args: Vec<OsString> = std::env::args_os().skip(2).collect();
@@ -160,23 +181,16 @@ fn mount(workspace: &Path, dir: &Path) -> Result<(UnixListener, File), String> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| at("create the layer directory", e))?;
-    let lock = File::create(dir.join(LOCK)).map_err(|e| at("lock the layer", e))?;
-    // The keeper of a cordon that just ended may still be on its way out: it is waited for.
-    let locked = || {
-        // SAFETY: a valid descriptor; the result is checked.
-        unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
-    };
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    while !locked() {
-        if std::time::Instant::now() > deadline {
+    let lock = match lock(dir, true).map_err(|e| at("lock the layer", e))? {
+        Some(lock) => lock,
+        None => {
             return Err(format!(
                 "the layer {} is in use by another cordon (one process at a time may use a \
                  layer)",
                 dir.display()
             ));
         }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    };
     let root = ns::runs_as_sandbox_user();
     let mode = std::fs::metadata(workspace)
         .map_err(|e| format!("cannot read the workspace {}: {e}", workspace.display()))?

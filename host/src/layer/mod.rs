@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -263,12 +262,11 @@ fn same(a: &Path, b: &Path) -> io::Result<bool> {
 
 /// The layer at `dir`, locked against a keeper for as long as the lock lives.
 pub fn lock(dir: &Path) -> Result<File, LayerError> {
-    let file = File::open(dir.join("lock")).map_err(|_| LayerError::Missing(dir.into()))?;
-    // SAFETY: a valid descriptor; the result is checked.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(LayerError::Busy(dir.into()));
+    match crate::shell::layer::lock(dir, false) {
+        Ok(Some(file)) => Ok(file),
+        Ok(None) => Err(LayerError::Busy(dir.into())),
+        Err(_) => Err(LayerError::Missing(dir.into())),
     }
-    Ok(file)
 }
 
 /// Copies the layer's changes at or below `paths` (all when none) into `workspace`, each file
