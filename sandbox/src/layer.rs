@@ -169,6 +169,10 @@ pub(super) fn keeper_main() -> ! {
     };
     let _ = out.write_all(b"ready\n").and_then(|()| out.flush());
     serve(&listener);
+    // overlayfs makes a directory in its work directory that its owner cannot enter: opened
+    // again, the layer can be removed with `rm -r` like any directory of its owner's.
+    let inner = dir.join(WORK).join("work");
+    let _ = std::fs::set_permissions(inner, std::fs::Permissions::from_mode(0o700));
     std::process::exit(0)
 }
 
