@@ -32,7 +32,7 @@ pub async fn run(
             "layers": done.layers,
             "home": home,
             "toolchains": toolchains,
-            "layers": {"available": layers.is_ok(), "refusal": layers.as_ref().err()},
+            "workspace_layers": {"available": layers.is_ok(), "refusal": layers.as_ref().err()},
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if let Some(why) = &refusal {

@@ -189,4 +189,9 @@ fn a_layer_refuses_unconfined_bash_and_other_directories_and_doctor_shows_it() {
     );
     let doctor = ok(Cordon::new().run(&["doctor"]));
     assert!(doctor.contains("layers: available (--layer)"), "{doctor}");
+    // Beside the confinement's layers, which keep their key.
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(Cordon::new().run(&["doctor", "--json"]))).unwrap();
+    assert!(json["layers"].is_array(), "{json}");
+    assert_eq!(json["workspace_layers"]["available"], true, "{json}");
 }
