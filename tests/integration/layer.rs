@@ -195,3 +195,21 @@ fn a_layer_refuses_unconfined_bash_and_other_directories_and_doctor_shows_it() {
     assert!(json["layers"].is_array(), "{json}");
     assert_eq!(json["workspace_layers"]["available"], true, "{json}");
 }
+
+#[test]
+fn the_config_files_layer_key_is_the_option() {
+    let user = tempfile::tempdir().unwrap();
+    let config = user.path().join("config.toml");
+    std::fs::write(&config, "[tools]\nlayer = \"from-file\"\n").unwrap();
+    let c = Cordon::new().with_args(&["--config", config.to_str().unwrap()]);
+    c.write("a.txt", "one\n");
+    ok(c.call("write_file", json!({"path": "a.txt", "content": "two\n"})));
+    assert_eq!(c.read("a.txt"), "one\n");
+    let diff = ok(c.run(&["layer", "diff", "from-file"]));
+    assert!(diff.lines().any(|l| l == "+two"), "{diff}");
+    // A bad name is refused as the option's is, before anything starts.
+    std::fs::write(&config, "[tools]\nlayer = \".hidden\"\n").unwrap();
+    let bad = c.call("read_file", json!({"path": "a.txt"}));
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("as a layer name"), "{}", bad.stderr);
+}
