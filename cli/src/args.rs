@@ -114,6 +114,11 @@ pub enum Command {
     /// With `--permissions ask` the user is asked through the client (MCP elicitation); a
     /// client that cannot ask gets those calls refused.
     Mcp(McpArgs),
+    /// Review, accept or discard the changes of a layer (see --layer and docs/layers.md).
+    Layer {
+        #[command(subcommand)]
+        command: LayerCommand,
+    },
     /// Run one bash command (`true`) in the sandbox, with the options given, and print each
     /// layer of its confinement (enforced, partial or off, and what holds); exit 1 with the
     /// reason when the sandbox cannot be set up.
@@ -180,6 +185,33 @@ pub enum PluginsCommand {
     Check {
         /// The component file.
         path: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum LayerCommand {
+    /// Print the layer's changes against the workspace as a unified diff that `git apply`
+    /// takes (protected paths among them are named on standard error).
+    Diff {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
+        /// Print a summary per file instead, as `git diff --stat`.
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Copy the layer's changes (all, or those at or below PATHS) into the workspace, each file
+    /// atomically, and take them out of the layer. A change to a protected path is refused
+    /// unless named with --unprotect; then nothing is accepted.
+    Accept {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
+        /// Paths relative to the workspace; the default is every change.
+        paths: Vec<PathBuf>,
+    },
+    /// Drop the layer and every change in it.
+    Discard {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
     },
 }
 

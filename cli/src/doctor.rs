@@ -1,7 +1,8 @@
 //! `cordon doctor`: the receipt of the bash sandbox. It runs one confined command (`true`)
 //! under the options given, as a bash call would, and prints each layer of confinement that
 //! was in force, or why the sandbox could not be set up; then the home of commands and the
-//! toolchains granted (`--toolchains`), with what each grants.
+//! toolchains granted (`--toolchains`), with what each grants, and whether a workspace layer
+//! can be mounted here (`--layer`).
 
 use std::process::ExitCode;
 
@@ -12,6 +13,7 @@ use cordon::toolchains::Toolchain;
 pub async fn run(
     policy: Policy,
     toolchains: Vec<Toolchain>,
+    layers: Result<(), String>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let home = policy.home.clone();
@@ -31,6 +33,7 @@ pub async fn run(
             "layers": done.layers,
             "home": home,
             "toolchains": toolchains,
+            "workspace_layers": {"available": layers.is_ok(), "refusal": layers.as_ref().err()},
         });
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if let Some(why) = &refusal {
@@ -43,6 +46,10 @@ pub async fn run(
         }
     }
     if !json {
+        match &layers {
+            Ok(()) => println!("layers: available (--layer)"),
+            Err(why) => println!("layers: unavailable: {why}"),
+        }
         match &home {
             Some(dir) => println!("home: {} (kept between calls)", dir.display()),
             None => println!("home: empty at every call"),

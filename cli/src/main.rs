@@ -5,6 +5,7 @@
 
 mod args;
 mod doctor;
+mod layer;
 mod mcp;
 mod session;
 mod terminal;
@@ -45,9 +46,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut options = cli.global.options();
     // Only `cordon session` passes ACP tool calls on, whose content is an edit's whole texts.
     options.diffs = matches!(cli.command, Command::Session);
+    if let Command::Layer { command } = cli.command {
+        return layer::run(command, &cli.global.settings.bash.unprotect);
+    }
     if let Command::Doctor { json } = cli.command {
         let resolved = options.resolve()?;
-        return doctor::run(resolved.shell, resolved.toolchains, json).await;
+        let layers = cordon::layer::probe(&resolved).map_err(|e| e.to_string());
+        return doctor::run(resolved.shell, resolved.toolchains, layers, json).await;
     }
     // `cordon mcp --http`'s options are checked before the runtime starts: a refusal is quick.
     let http = match &cli.command {
@@ -115,7 +120,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             mcp::serve(runtime, mode, http).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Doctor { .. } => unreachable!("served before the runtime starts"),
+        Command::Doctor { .. } | Command::Layer { .. } => {
+            unreachable!("served before the runtime starts")
+        }
     }
 }
 

@@ -29,6 +29,8 @@ pub enum Error {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
+    Layer(#[from] crate::layer::LayerError),
+    #[error(transparent)]
     Bash(#[from] crate::bash::SettingsError),
     #[error(transparent)]
     Network(#[from] crate::network::NetworkError),

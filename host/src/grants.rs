@@ -22,6 +22,16 @@ pub struct DirGrant {
     pub path: PathBuf,
     /// Whether the plugin may create and change files there (else it may only read).
     pub writable: bool,
+    /// Where the directory is opened, when not at `path` (a workspace's layer,
+    /// [`crate::layer`]); the plugin still sees it at `path`.
+    pub source: Option<PathBuf>,
+}
+
+impl DirGrant {
+    /// Where the directory is opened.
+    pub fn opened(&self) -> &Path {
+        self.source.as_deref().unwrap_or(&self.path)
+    }
 }
 
 /// Everything a plugin is granted.
@@ -65,6 +75,7 @@ impl Grants {
         self.dirs.push(DirGrant {
             path: path.to_path_buf(),
             writable: false,
+            source: None,
         });
         self
     }
@@ -74,6 +85,7 @@ impl Grants {
         self.dirs.push(DirGrant {
             path: path.to_path_buf(),
             writable: true,
+            source: None,
         });
         self
     }
@@ -170,6 +182,11 @@ pub(crate) struct Root {
     /// cordon's own paths inside it, relative to it. Resolution never leaves the directory,
     /// so no other of them can be reached through it.
     own: Vec<PathBuf>,
+    /// Whether a file written here takes its directory's owner: in a workspace's layer when
+    /// cordon runs as root, whose commands run as the sandbox user and see the layer's files
+    /// as they are (an overlay mount cannot be id-mapped), so that they can change what the
+    /// file tools wrote.
+    pub(crate) owned_by_dir: bool,
 }
 
 impl Roots {
@@ -179,7 +196,9 @@ impl Roots {
         for dir in grants.dirs.iter().filter(|d| d.writable) {
             roots.push(Root {
                 path: dir.path.clone(),
-                dir: Dir::open_ambient_dir(&dir.path, ambient_authority())?,
+                dir: Dir::open_ambient_dir(dir.opened(), ambient_authority())?,
+                // SAFETY: no arguments.
+                owned_by_dir: dir.source.is_some() && unsafe { libc::geteuid() } == 0,
                 own: grants
                     .own
                     .iter()

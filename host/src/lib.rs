@@ -19,6 +19,7 @@ pub mod contract;
 pub mod engine;
 pub mod error;
 pub mod grants;
+pub mod layer;
 pub mod manifest;
 pub mod network;
 pub mod options;

@@ -16,7 +16,7 @@ use crate::options::{DEFAULT_MAX_OUTPUT, Options};
 use crate::settings::{Layers, Mib, Processes, Secs};
 use crate::shell::{self, Policy};
 use crate::toolchains::Toolchain;
-use crate::{Error, bash, network};
+use crate::{Error, bash, layer, network};
 
 /// Everything a runtime needs, looked up once.
 #[derive(Clone, Debug)]
@@ -35,6 +35,9 @@ pub struct Resolved {
     pub cache_dir: Option<PathBuf>,
     /// The key file that authenticates the cached components; none: no cache.
     pub cache_key: Option<PathBuf>,
+    /// The directory of the layer the workspace is seen through ([`crate::layer::dir`]);
+    /// none: the workspace itself. The runtime starts its keeper ([`crate::layer::start`]).
+    pub layer: Option<PathBuf>,
     /// cordon's config file, if one was read.
     pub config: Option<PathBuf>,
     /// What the user allows each third-party plugin, by name (`[plugins.NAME]`).
@@ -72,6 +75,7 @@ impl Options {
             })?),
             None => None,
         };
+        let layer = s.last(|s| &s.tools.layer).map(|name| layer::dir(name));
         let mut shell = Policy::new(workspace.clone());
         shell.helper = self.helper.unwrap_or(shell.helper);
         shell.timeout = s
@@ -108,6 +112,7 @@ impl Options {
                 .cloned()
                 .or_else(config::default_cache_dir),
             cache_key: self.cache_key,
+            layer: layer.transpose()?,
             hosts: (s.all(|s| &s.network.hosts))
                 .map(|m| (m.name.clone(), m.address))
                 .collect(),

@@ -122,6 +122,8 @@ pub struct Runtime {
     /// The variables whose values plugins' requests carry as secret headers: redacted from
     /// every output.
     secrets: Vec<String>,
+    /// The keeper of the workspace's layer, held so that it lives as long as the runtime.
+    _layer: Option<crate::shell::layer::Keeper>,
 }
 
 impl Runtime {
@@ -142,14 +144,20 @@ impl Runtime {
         if runtime.tool(tool).is_some() {
             Ok(runtime)
         } else {
+            // Its layer's keeper ends first: a layer has one at a time.
+            drop(runtime);
             Self::start(resolved, None).await
         }
     }
 
-    async fn start(resolved: Resolved, tool: Option<&str>) -> Result<Self, Error> {
+    async fn start(mut resolved: Resolved, tool: Option<&str>) -> Result<Self, Error> {
+        let layer = crate::layer::start(&mut resolved)?;
         let mut specs = builtin::specs(&resolved);
         for dir in &resolved.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &resolved)?);
+        }
+        if let Some(keeper) = &layer {
+            crate::layer::redirect(&mut specs, &resolved.workspace, &keeper.merged());
         }
         // Before anything is compiled or loaded, and against every plugin (not only the one a
         // one-shot call loads): what this start loads must be out of reach of what it runs.
@@ -189,6 +197,7 @@ impl Runtime {
             resolved,
             own,
             secrets,
+            _layer: layer,
         };
         runtime.load(specs).await?;
         Ok(runtime)

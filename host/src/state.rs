@@ -86,7 +86,7 @@ impl State {
                 FsPerms::ReadOnly
             };
             let path = dir.path.to_string_lossy();
-            wasi.preopened_dir(&dir.path, &*path, perms)
+            wasi.preopened_dir(dir.opened(), &*path, perms)
                 .map_err(std::io::Error::other)?;
         }
         let hooks = HttpHooks {

@@ -35,6 +35,9 @@ pub(super) fn run_if_asked() {
     if std::env::args_os().nth(1).as_deref() == Some(SANDBOX_ARG.as_ref()) {
         sandbox_main();
     }
+    if std::env::args_os().nth(1).as_deref() == Some(super::layer::KEEPER_ARG.as_ref()) {
+        super::layer::keeper_main();
+    }
 }
 
 /// The command that starts `policy`'s helper (its arguments after [`SANDBOX_ARG`] to add):

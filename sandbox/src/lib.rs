@@ -113,6 +113,7 @@ pub mod egress;
 mod helper;
 mod index;
 mod init;
+pub mod layer;
 mod memories;
 mod ns;
 mod process;
@@ -245,6 +246,10 @@ pub struct Policy {
     /// `--toolchains`. Only the host's side reads it, and only then: it stays there.
     #[serde(skip)]
     pub ungranted: Vec<PathBuf>,
+    /// The socket of the keeper of the workspace's layer ([`layer::Keeper::socket`]): commands
+    /// then see the workspace through that layer; none: the workspace itself.
+    #[serde(with = "wire::bytes")]
+    pub layer: Option<PathBuf>,
     /// The binary re-executed as the sandbox helper; it must call [`run_helper_if_asked`] at
     /// the top of its `main`. Default: `/proc/self/exe` (this very binary, even if
     /// it was replaced on disk since).
@@ -273,6 +278,7 @@ impl Policy {
             path: Vec::new(),
             hidden: Vec::new(),
             ungranted: Vec::new(),
+            layer: None,
             helper: PathBuf::from(helper::SELF),
         }
     }

@@ -108,8 +108,13 @@ impl Sources {
         let granted = granted
             .into_iter()
             .map(|(path, access)| {
-                let tree = ns::open_tree(&path).map_err(|e| opening(&path, e))?;
                 let dir = path.is_dir();
+                // A layer's keeper already shows it as the command's own (see `layer`).
+                if let Some(socket) = policy.layer.as_deref().filter(|_| path == policy.workspace) {
+                    let tree = super::layer::receive(socket)?;
+                    return Ok((path, Entry::Tree(tree, access, dir)));
+                }
+                let tree = ns::open_tree(&path).map_err(|e| opening(&path, e))?;
                 Ok((path.clone(), Entry::Tree(shared(&path, tree)?, access, dir)))
             })
             .collect::<Result<Vec<_>, String>>()?;

@@ -8,6 +8,7 @@ mod examples;
 mod file_tools;
 mod hooks;
 mod index;
+mod layer;
 mod mcp;
 mod mcp_http;
 mod network;

@@ -112,7 +112,21 @@ pub fn replace(roots: &Roots, path: &Path, contents: &[u8]) -> Result<(), Replac
         _ => Path::new("."),
     };
     let parent = dir.open_dir(parent).map_err(|e| classify(&shown, e))?;
-    write_new(&parent, name, contents, existing).map_err(|e| classify(&shown, e))
+    write_new(&parent, name, contents, existing).map_err(|e| classify(&shown, e))?;
+    if root.owned_by_dir {
+        // See `Root::owned_by_dir`: the file becomes its directory's owner's.
+        let dir = fs::fstat(&parent).map_err(|e| classify(&shown, e.into()))?;
+        let (uid, gid) = (fs::Uid::from_raw(dir.st_uid), fs::Gid::from_raw(dir.st_gid));
+        fs::chownat(
+            &parent,
+            name,
+            Some(uid),
+            Some(gid),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| classify(&shown, e.into()))?;
+    }
+    Ok(())
 }
 
 /// Puts `contents` in `dir` as `name`, replacing any file there, with the permission bits

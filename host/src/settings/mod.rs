@@ -77,6 +77,12 @@ pub struct Tools {
     /// $XDG_CACHE_HOME/cordon, else ~/.cache/cordon].
     #[cfg_attr(feature = "cli", arg(long, value_name = "DIR", global = true))]
     pub cache_dir: Option<PathBuf>,
+
+    /// See and change the workspace through this copy-on-write layer (a name, kept under
+    /// ~/.local/share/cordon/layers, or a directory path with a `/`); the workspace changes
+    /// only at `cordon layer accept`. See docs/layers.md.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "NAME", global = true))]
+    pub layer: Option<String>,
 }
 
 /// How bash commands run.

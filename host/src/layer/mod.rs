@@ -1,0 +1,424 @@
+//! Workspaces in layers: bash and the file tools see the workspace through one copy-on-write
+//! layer kept under cordon's data directory (an overlayfs mount held by a keeper process, see
+//! [`crate::shell::layer`]), and the user's tree changes only when the layer is accepted.
+//!
+//! What a layer holds is its upper directory: a changed or new file is there whole, a deleted
+//! one is a whiteout (a character device 0/0), a directory that replaced one is marked opaque.
+//! [`changes`] walks that directory, never the workspace, so diff and accept cost what changed.
+//! A change to a protected path ([`Guard`]) is judged when it is accepted.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::io;
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+pub mod patch;
+
+use crate::resolve::Resolved;
+use crate::shell::layer::{Keeper, UPPER};
+use crate::shell::protect::Guard;
+
+/// The file in a layer's directory that names the workspace it lies over.
+const WORKSPACE: &str = "workspace";
+
+/// What went wrong with a layer.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    #[error(
+        "cannot use {0:?} as a layer name: use letters, digits, '.', '_' and '-' (not first '.'), \
+         or a path with a '/'"
+    )]
+    Name(String),
+    #[error("no data directory for layers: set XDG_DATA_HOME or HOME, or name the layer by a path")]
+    NoDataDir,
+    #[error("there is no layer {0} (it was never used, or was discarded)")]
+    Missing(PathBuf),
+    #[error("{0} is not a layer and not empty; name a new or empty directory, or a layer")]
+    NotALayer(PathBuf),
+    #[error(
+        "the layer {layer} lies over {theirs}, not over {ours}; use another layer name for this \
+         workspace"
+    )]
+    OtherWorkspace {
+        layer: PathBuf,
+        theirs: PathBuf,
+        ours: PathBuf,
+    },
+    #[error(
+        "a layer needs the confined bash (its commands see the layer in their own view); \
+         --unconfined-bash would write the real workspace"
+    )]
+    Unconfined,
+    #[error("the layered workspace is unavailable: {0}")]
+    Mount(String),
+    #[error(
+        "the layer {0} is in use by a running cordon; end it first (the layer cannot change \
+         under its mount)"
+    )]
+    Busy(PathBuf),
+    #[error("no change in the layer at {0}")]
+    NoChange(String),
+    #[error("refused, nothing was accepted: {}", .0.join("; "))]
+    Protected(Vec<String>),
+    #[error("cannot {doing} {}: {source}", path.display())]
+    Io {
+        doing: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+fn io_at(doing: &'static str, path: &Path) -> impl FnOnce(io::Error) -> LayerError {
+    let path = path.to_path_buf();
+    move |source| LayerError::Io {
+        doing,
+        path,
+        source,
+    }
+}
+
+/// The directory of the layer `name`: a path (it has a `/`) as given, else
+/// `<data dir>/layers/<name>`.
+pub fn dir(name: &str) -> Result<PathBuf, LayerError> {
+    if name.contains('/') {
+        return std::path::absolute(name).map_err(|_| LayerError::Name(name.into()));
+    }
+    let fits = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    if name.is_empty() || name.starts_with('.') || !name.chars().all(fits) {
+        return Err(LayerError::Name(name.into()));
+    }
+    let data = crate::config::data_dir().ok_or(LayerError::NoDataDir)?;
+    Ok(data.join("layers").join(name))
+}
+
+/// The workspace the layer at `dir` lies over.
+pub fn workspace_of(dir: &Path) -> Result<PathBuf, LayerError> {
+    let text = fs::read(dir.join(WORKSPACE)).map_err(|_| LayerError::Missing(dir.into()))?;
+    Ok(PathBuf::from(OsString::from_vec(text)))
+}
+
+/// Mounts the layer at `resolved.layer` over the workspace and points bash at it; none when no
+/// layer is asked for. The keeper lives as long as what is returned.
+pub fn start(resolved: &mut Resolved) -> Result<Option<Keeper>, LayerError> {
+    let Some(dir) = resolved.layer.clone() else {
+        return Ok(None);
+    };
+    if resolved.shell.unconfined {
+        return Err(LayerError::Unconfined);
+    }
+    match workspace_of(&dir) {
+        Ok(theirs) if theirs != resolved.workspace => {
+            return Err(LayerError::OtherWorkspace {
+                layer: dir,
+                theirs,
+                ours: resolved.workspace.clone(),
+            });
+        }
+        Ok(_) => {}
+        Err(_) => {
+            // A directory named by path is the layer's own: nothing else may be in it.
+            if fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
+                return Err(LayerError::NotALayer(dir));
+            }
+            fs::create_dir_all(&dir).map_err(io_at("create the layer", &dir))?;
+            let text = resolved.workspace.as_os_str().as_encoded_bytes();
+            fs::write(dir.join(WORKSPACE), text).map_err(io_at("create the layer", &dir))?;
+        }
+    }
+    let keeper = mount(&resolved.shell.helper, &resolved.workspace, &dir)?;
+    resolved.shell.layer = Some(keeper.socket());
+    Ok(Some(keeper))
+}
+
+/// Starts the keeper of the layer at `dir` over `workspace`.
+pub fn mount(helper: &Path, workspace: &Path, dir: &Path) -> Result<Keeper, LayerError> {
+    Keeper::start(helper, workspace, dir).map_err(LayerError::Mount)
+}
+
+/// Points the directory grants of `specs` inside the workspace at the layer's merged tree:
+/// they keep their paths, and are opened there.
+pub fn redirect(specs: &mut [crate::spec::Spec], workspace: &Path, merged: &Path) {
+    let dirs = specs.iter_mut().flat_map(|s| s.grants.dirs.iter_mut());
+    for dir in dirs {
+        if let Ok(rel) = dir.path.strip_prefix(workspace) {
+            dir.source = Some(merged.join(rel));
+        }
+    }
+}
+
+/// What became of one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One changed file (or symbolic link) of a layer, relative to the workspace.
+#[derive(Clone, Debug)]
+pub struct Change {
+    pub path: PathBuf,
+    pub kind: Kind,
+}
+
+/// The changes of the layer at `dir` against `workspace`, by path: the upper directory
+/// walked, the workspace looked up only where the layer has something.
+pub fn changes(dir: &Path, workspace: &Path) -> Result<Vec<Change>, LayerError> {
+    let upper = dir.join(UPPER);
+    if !upper.is_dir() {
+        return Err(LayerError::Missing(dir.into()));
+    }
+    let mut found = BTreeMap::new();
+    walk(&upper, workspace, Path::new(""), &mut found).map_err(io_at("read the layer", dir))?;
+    Ok(found
+        .into_iter()
+        .map(|(path, kind)| Change { path, kind })
+        .collect())
+}
+
+fn walk(
+    upper: &Path,
+    lower: &Path,
+    rel: &Path,
+    found: &mut BTreeMap<PathBuf, Kind>,
+) -> io::Result<()> {
+    for entry in fs::read_dir(upper.join(rel))? {
+        let entry = entry?;
+        let path = rel.join(entry.file_name());
+        let meta = entry.metadata()?;
+        let below = fs::symlink_metadata(lower.join(&path)).ok();
+        let below_dir = below.as_ref().is_some_and(|m| m.is_dir());
+        if is_whiteout(&meta) {
+            deleted(lower, &path, found)?;
+        } else if meta.is_dir() {
+            if below.is_some() && !below_dir {
+                found.insert(path.clone(), Kind::Deleted);
+            } else if below_dir && is_opaque(&upper.join(&path)) {
+                deleted(lower, &path, found)?;
+            }
+            walk(upper, lower, &path, found)?;
+        } else {
+            if below_dir {
+                deleted(lower, &path, found)?;
+            }
+            let kind = match below {
+                Some(m) if !m.is_dir() => {
+                    if same(&upper.join(&path), &lower.join(&path))? {
+                        found.remove(&path);
+                        continue;
+                    }
+                    Kind::Modified
+                }
+                _ => Kind::Added,
+            };
+            found.insert(path, kind);
+        }
+    }
+    Ok(())
+}
+
+/// Marks every file at or below `rel` of `lower` deleted (what is written over them later
+/// turns them into changes).
+fn deleted(lower: &Path, rel: &Path, found: &mut BTreeMap<PathBuf, Kind>) -> io::Result<()> {
+    let Ok(meta) = fs::symlink_metadata(lower.join(rel)) else {
+        return Ok(());
+    };
+    if !meta.is_dir() {
+        found.insert(rel.to_path_buf(), Kind::Deleted);
+        return Ok(());
+    }
+    for entry in fs::read_dir(lower.join(rel))? {
+        deleted(lower, &rel.join(entry?.file_name()), found)?;
+    }
+    Ok(())
+}
+
+fn is_whiteout(meta: &fs::Metadata) -> bool {
+    meta.file_type().is_char_device() && meta.rdev() == 0
+}
+
+/// Whether overlayfs marked the directory opaque (it replaced a deleted one): `trusted.` as
+/// root mounts it, `user.` in a user namespace.
+fn is_opaque(dir: &Path) -> bool {
+    ["trusted.overlay.opaque", "user.overlay.opaque"]
+        .iter()
+        .any(|name| rustix::fs::lgetxattr(dir, *name, &mut [0u8; 4]).is_ok_and(|n| n > 0))
+}
+
+/// Whether two files (or links) have the same type, permission bits and contents.
+fn same(a: &Path, b: &Path) -> io::Result<bool> {
+    let (ma, mb) = (fs::symlink_metadata(a)?, fs::symlink_metadata(b)?);
+    if ma.file_type().is_symlink() || mb.file_type().is_symlink() {
+        return Ok(ma.file_type() == mb.file_type() && fs::read_link(a)? == fs::read_link(b)?);
+    }
+    Ok(ma.permissions().mode() == mb.permissions().mode()
+        && ma.len() == mb.len()
+        && fs::read(a)? == fs::read(b)?)
+}
+
+/// The layer at `dir`, locked against a keeper for as long as the lock lives.
+pub fn lock(dir: &Path) -> Result<File, LayerError> {
+    match crate::shell::layer::lock(dir, false) {
+        Ok(Some(file)) => Ok(file),
+        Ok(None) => Err(LayerError::Busy(dir.into())),
+        Err(_) => Err(LayerError::Missing(dir.into())),
+    }
+}
+
+/// Copies the layer's changes at or below `paths` (all when none) into `workspace`, each file
+/// written under a temporary name and renamed over its own, deletions made; then takes them
+/// out of the layer. A protected path among them refuses the whole accept unless
+/// `unprotect` relaxes it. Returns what was accepted.
+pub fn accept(
+    dir: &Path,
+    workspace: &Path,
+    paths: &[PathBuf],
+    unprotect: &[PathBuf],
+) -> Result<Vec<Change>, LayerError> {
+    let _lock = lock(dir)?;
+    let all = changes(dir, workspace)?;
+    let chosen: Vec<Change> = if paths.is_empty() {
+        all
+    } else {
+        let rel = |p: &PathBuf| p.strip_prefix(workspace).unwrap_or(p).to_path_buf();
+        let paths: Vec<PathBuf> = paths.iter().map(rel).collect();
+        if let Some(p) = paths
+            .iter()
+            .find(|p| !all.iter().any(|c| c.path.starts_with(p)))
+        {
+            return Err(LayerError::NoChange(p.display().to_string()));
+        }
+        all.into_iter()
+            .filter(|c| paths.iter().any(|p| c.path.starts_with(p)))
+            .collect()
+    };
+    let guard = Guard::new(workspace, unprotect);
+    let refused: Vec<String> = chosen
+        .iter()
+        .filter_map(|c| guard.rule_for(&workspace.join(&c.path)))
+        .map(|p| guard.refusal(&p))
+        .collect();
+    if !refused.is_empty() {
+        return Err(LayerError::Protected(refused));
+    }
+    let upper = dir.join(UPPER);
+    for change in &chosen {
+        let target = workspace.join(&change.path);
+        match change.kind {
+            Kind::Deleted => remove(&target).map_err(io_at("delete", &target))?,
+            Kind::Added | Kind::Modified => {
+                place(&upper.join(&change.path), &target).map_err(io_at("write", &target))?
+            }
+        }
+    }
+    for change in &chosen {
+        settle(&upper, &change.path).map_err(io_at("update the layer", dir))?;
+    }
+    Ok(chosen)
+}
+
+/// Removes a file, or a directory a file replaced, from the workspace.
+fn remove(target: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(target) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(target),
+        Ok(_) => fs::remove_file(target),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Puts a copy of `from` (a file or link of the layer) at `to`, atomically.
+fn place(from: &Path, to: &Path) -> io::Result<()> {
+    let parent = to.parent().unwrap_or(Path::new("/"));
+    if fs::symlink_metadata(parent).is_ok_and(|m| !m.is_dir()) {
+        fs::remove_file(parent)?;
+    }
+    fs::create_dir_all(parent)?;
+    let name = to.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = parent.join(format!(".{name}.cordon-accept.{}", std::process::id()));
+    let meta = fs::symlink_metadata(from)?;
+    if meta.file_type().is_symlink() {
+        std::os::unix::fs::symlink(fs::read_link(from)?, &tmp)?;
+    } else {
+        fs::copy(from, &tmp)?;
+        fs::set_permissions(&tmp, meta.permissions())?;
+    }
+    if fs::symlink_metadata(to).is_ok_and(|m| m.is_dir()) {
+        fs::remove_dir_all(to)?;
+    }
+    fs::rename(&tmp, to).inspect_err(|_| {
+        let _ = fs::remove_file(&tmp);
+    })
+}
+
+/// Takes an accepted path out of the upper directory, unless a directory above it there is
+/// opaque (the workspace below would show through where the layer hid it).
+fn settle(upper: &Path, rel: &Path) -> io::Result<()> {
+    let mut dir = upper.to_path_buf();
+    for part in rel.parent().into_iter().flat_map(|p| p.components()) {
+        dir.push(part);
+        if is_opaque(&dir) {
+            return Ok(());
+        }
+    }
+    // A deleted file's whiteout may stand for a whole directory: take that out once.
+    let mut at = rel.to_path_buf();
+    loop {
+        let path = upper.join(&at);
+        if let Ok(meta) = fs::symlink_metadata(&path) {
+            if !meta.is_dir() {
+                fs::remove_file(&path)?;
+            }
+            return Ok(());
+        }
+        if !at.pop() || at.as_os_str().is_empty() {
+            return Ok(());
+        }
+    }
+}
+
+/// Removes the layer at `dir`: its changes, mount directories and all.
+pub fn discard(dir: &Path) -> Result<(), LayerError> {
+    let lock = lock(dir)?;
+    if !dir.join(UPPER).is_dir() {
+        return Err(LayerError::NotALayer(dir.into()));
+    }
+    // overlayfs leaves its work directory unreadable to its owner.
+    let _ = opened_up(&dir.join("work"));
+    fs::remove_dir_all(dir).map_err(io_at("remove the layer", dir))?;
+    drop(lock);
+    Ok(())
+}
+
+fn opened_up(dir: &Path) -> io::Result<()> {
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            opened_up(&entry.path())?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a layer can be mounted over the workspace of `resolved` here, as
+/// `cordon doctor` shows it: one is mounted in a scratch directory beside the layers, then
+/// removed.
+pub fn probe(resolved: &Resolved) -> Result<(), LayerError> {
+    if resolved.shell.unconfined {
+        return Err(LayerError::Unconfined);
+    }
+    let data = crate::config::data_dir().ok_or(LayerError::NoDataDir)?;
+    let layers = data.join("layers");
+    fs::create_dir_all(&layers).map_err(io_at("create", &layers))?;
+    let scratch = tempfile::Builder::new()
+        .prefix(".probe-")
+        .tempdir_in(&layers)
+        .map_err(io_at("create a directory in", &layers))?;
+    let dir = scratch.path().join("layer");
+    drop(mount(&resolved.shell.helper, &resolved.workspace, &dir)?);
+    discard(&dir)
+}

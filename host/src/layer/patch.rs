@@ -1,0 +1,141 @@
+//! A layer's changes as git shows them: a unified diff `git apply` takes, or `--stat`.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use similar::TextDiff;
+
+use super::{Change, Kind};
+
+/// What one side of a change holds.
+struct Side {
+    mode: u32,
+    bytes: Vec<u8>,
+}
+
+impl Side {
+    fn read(path: &Path) -> io::Result<Side> {
+        let meta = fs::symlink_metadata(path)?;
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(path)?;
+            return Ok(Side {
+                mode: 0o120000,
+                bytes: target.into_os_string().into_encoded_bytes(),
+            });
+        }
+        let exec = meta.permissions().mode() & 0o111 != 0;
+        Ok(Side {
+            mode: if exec { 0o100755 } else { 0o100644 },
+            bytes: fs::read(path)?,
+        })
+    }
+
+    fn text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.bytes)
+            .ok()
+            .filter(|t| !t.contains('\0'))
+    }
+}
+
+/// The sides of `change`: the workspace's and the layer's.
+fn sides(
+    upper: &Path,
+    workspace: &Path,
+    change: &Change,
+) -> io::Result<(Option<Side>, Option<Side>)> {
+    let old = match change.kind {
+        Kind::Added => None,
+        _ => Some(Side::read(&workspace.join(&change.path))?),
+    };
+    let new = match change.kind {
+        Kind::Deleted => None,
+        _ => Some(Side::read(&upper.join(&change.path))?),
+    };
+    Ok((old, new))
+}
+
+/// The unified diff of `changes`, with git's headers.
+pub fn unified(upper: &Path, workspace: &Path, changes: &[Change]) -> io::Result<String> {
+    let mut out = String::new();
+    for change in changes {
+        let (old, new) = sides(upper, workspace, change)?;
+        let p = change.path.display();
+        out.push_str(&format!("diff --git a/{p} b/{p}\n"));
+        match (&old, &new) {
+            (None, Some(n)) => out.push_str(&format!("new file mode {:o}\n", n.mode)),
+            (Some(o), None) => out.push_str(&format!("deleted file mode {:o}\n", o.mode)),
+            (Some(o), Some(n)) if o.mode != n.mode => {
+                out.push_str(&format!("old mode {:o}\nnew mode {:o}\n", o.mode, n.mode))
+            }
+            _ => {}
+        }
+        let (a, b) = (
+            old.as_ref()
+                .map_or("/dev/null".into(), |_| format!("a/{p}")),
+            new.as_ref()
+                .map_or("/dev/null".into(), |_| format!("b/{p}")),
+        );
+        match (text(&old), text(&new)) {
+            (Some(o), Some(n)) if o != n => {
+                out.push_str(&format!("--- {a}\n+++ {b}\n"));
+                let diff = TextDiff::from_lines(o, n);
+                out.push_str(&diff.unified_diff().context_radius(3).to_string());
+            }
+            (Some(_), Some(_)) => {}
+            _ => out.push_str(&format!("Binary files {a} and {b} differ\n")),
+        }
+    }
+    Ok(out)
+}
+
+/// `git diff --stat`'s summary of `changes`: a line per file, then the totals.
+pub fn stat(upper: &Path, workspace: &Path, changes: &[Change]) -> io::Result<String> {
+    let mut rows = Vec::new();
+    let (mut added, mut removed) = (0, 0);
+    for change in changes {
+        let (old, new) = sides(upper, workspace, change)?;
+        let count = match (text(&old), text(&new)) {
+            (Some(o), Some(n)) => {
+                let diff = TextDiff::from_lines(o, n);
+                let ops = diff.iter_all_changes();
+                let (mut plus, mut minus) = (0, 0);
+                for c in ops {
+                    match c.tag() {
+                        similar::ChangeTag::Insert => plus += 1,
+                        similar::ChangeTag::Delete => minus += 1,
+                        similar::ChangeTag::Equal => {}
+                    }
+                }
+                added += plus;
+                removed += minus;
+                format!("{} {}{}", plus + minus, "+".repeat(plus), "-".repeat(minus))
+            }
+            _ => "Bin".to_string(),
+        };
+        rows.push((change.path.display().to_string(), count));
+    }
+    let width = rows.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (path, count) in &rows {
+        out.push_str(&format!(" {path:<width$} | {count}\n"));
+    }
+    let files = rows.len();
+    out.push_str(&format!(
+        " {files} file{} changed, {added} insertion{}(+), {removed} deletion{}(-)\n",
+        plural(files),
+        plural(added),
+        plural(removed)
+    ));
+    Ok(out)
+}
+
+/// The text of a side, empty when there is none; none when it is binary.
+fn text(side: &Option<Side>) -> Option<&str> {
+    side.as_ref().map_or(Some(""), Side::text)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
