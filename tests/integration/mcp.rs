@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::host::{marker, wait_until_gone};
 use crate::mcp_http::{HttpServer, post};
 use crate::node::{conformance_bin, typescript_sdk};
 use crate::python::python;
-use crate::sandbox::{marker, wait_until_gone};
 use crate::util::{Cordon, cache_dir};
 
 /// How a client script reaches cordon: a `cordon mcp` of its own for each connection, or the
