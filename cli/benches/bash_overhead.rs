@@ -1,7 +1,8 @@
 //! The per-call overhead of the bash tool, against spawning `bash -c true` directly.
 //!
-//! `cargo bench -p cordon-cli --bench bash_overhead` (set `CORDON_BENCH_CALLS` for more or fewer
-//! calls; 200 by default). Each round runs, interleaved so that machine noise hits all alike:
+//! `cargo bench -p cordon-cli --profile dist --bench bash_overhead` (the profile of releases, with
+//! thin LTO; set `CORDON_BENCH_CALLS` for more or fewer calls, 200 by default). Each round
+//! runs, interleaved so that machine noise hits all alike:
 //!
 //! - `bash -c true`: spawned directly with `std::process::Command` (the baseline);
 //! - `Shell::run`: the confined shell alone, as a runtime keeps it (its helper and zygote set

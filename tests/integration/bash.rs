@@ -1,15 +1,16 @@
-//! The `bash` tool through the real binary: output, statuses, the timeout and process-tree
-//! kill, bounds, and the kernel confinement of commands.
+//! The `bash` tool through the real binary: statuses, the timeout and process-tree kill, the
+//! description, bounds of the output and the settings that widen the confinement. What the
+//! confined shell does on its own (output, standard input, what a command may read, write and
+//! reach) is tested in the sandbox crate, sandbox/tests/shell.
 
 use std::io::Read;
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::sandbox::{marker, wait_until_gone};
+use crate::host::{marker, sleeper, wait_until_gone};
 use crate::util::{Cordon, Run};
 
 /// The line after a timeout's trailer when commands may be given up to 600 s (the default).
@@ -24,27 +25,6 @@ fn bash(cordon: &Cordon, command: &str) -> Run {
 /// cache is cold in the first test of a build).
 fn warm_up(cordon: &Cordon) {
     assert_eq!(bash(cordon, "echo warm").stdout, "warm\n");
-}
-
-/// A command that starts in the background and lives long, with `mark` on its command line.
-fn sleeper(mark: &str) -> String {
-    format!("sh -c 'sleep 100; : {mark}'")
-}
-
-#[test]
-fn output_merges_stdout_and_stderr_in_order() {
-    let c = Cordon::new();
-    let run = bash(&c, "echo one; echo two >&2; echo three; echo four >&2");
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout, "one\ntwo\nthree\nfour\n");
-}
-
-#[test]
-fn the_working_directory_is_the_workspace() {
-    let c = Cordon::new();
-    c.write("here.txt", "found");
-    let run = bash(&c, "pwd; cat here.txt");
-    assert_eq!(run.stdout, format!("{}\nfound", c.root().display()));
 }
 
 /// A command that ran did the tool's job whatever its status: the call completed (exit status
@@ -292,23 +272,6 @@ fn an_unconfined_command_has_its_own_timeout_too() {
 }
 
 #[test]
-fn a_background_child_does_not_hold_the_call() {
-    let c = Cordon::new();
-    let mark = marker("background");
-    warm_up(&c);
-    let started = Instant::now();
-    let run = bash(&c, &format!("{} & echo started", sleeper(&mark)));
-    let took = started.elapsed();
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(run.stdout, "started\n");
-    assert!(took < Duration::from_secs(5), "took {took:?}");
-    assert_eq!(
-        wait_until_gone(&mark, Duration::from_millis(500)),
-        Vec::<u32>::new()
-    );
-}
-
-#[test]
 fn a_command_longer_than_an_argument_may_be_fails_with_a_clear_text_and_the_next_runs() {
     let c = Cordon::new();
     let long = json!({"tool": "bash", "input": {"command": format!(": {}", "a".repeat(200_000))}});
@@ -322,16 +285,6 @@ fn a_command_longer_than_an_argument_may_be_fails_with_a_clear_text_and_the_next
         "{text}"
     );
     assert_eq!(out[1]["output"], "next\n");
-}
-
-#[test]
-fn stdin_is_empty() {
-    let c = Cordon::new().with_args(&["--timeout", "5"]);
-    warm_up(&c);
-    let started = Instant::now();
-    let run = bash(&c, "cat; read line; echo \"read: $? [$line]\"");
-    assert_eq!(run.stdout, "read: 1 []\n", "{run:?}");
-    assert!(started.elapsed() < Duration::from_secs(4));
 }
 
 /// Runs `cordon call bash` and returns what it printed and its peak resident memory (KiB,
@@ -451,134 +404,6 @@ fn long_output_keeps_its_start_and_its_end() {
 }
 
 #[test]
-fn writing_outside_the_workspace_fails_and_creates_nothing() {
-    let c = Cordon::new();
-    let outside = tempfile::tempdir().unwrap();
-    let target = outside.path().join("escape");
-    let run = bash(
-        &c,
-        &format!(
-            "echo x > {0}; touch {0}2; mkdir {0}3; cp /etc/hostname {0}4; echo inside > ok",
-            target.display()
-        ),
-    );
-    // The directory is not in the command's view at all.
-    assert!(run.stdout.contains("No such file or directory"), "{run:?}");
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
-    assert_eq!(c.read("ok"), "inside\n");
-    // The private temporary directory is writable, and not the host's.
-    let name = marker("tmpdir");
-    let run = bash(
-        &c,
-        &format!("echo t > \"$TMPDIR/{name}\" && cat \"$TMPDIR/{name}\" && echo \"$TMPDIR\""),
-    );
-    assert_eq!(run.stdout, "t\n/tmp\n", "{run:?}");
-    assert!(!Path::new("/tmp").join(&name).exists());
-}
-
-#[test]
-fn reading_outside_the_readable_set_fails() {
-    let c = Cordon::new();
-    let outside = tempfile::tempdir().unwrap();
-    let secret = outside.path().join("secret.txt");
-    std::fs::write(&secret, "the-planted-secret").unwrap();
-    let run = bash(
-        &c,
-        &format!(
-            "cat {0}; ls {1}; cat /etc/shadow; head -c 1 /etc/passwd",
-            secret.display(),
-            outside.path().display()
-        ),
-    );
-    assert!(!run.stdout.contains("the-planted-secret"), "{run:?}");
-    assert!(
-        run.stdout
-            .contains(&format!("{}: No such file or directory", secret.display())),
-        "{run:?}"
-    );
-    assert!(!run.stdout.contains("secret.txt\n"), "{run:?}");
-    if Path::new("/etc/shadow").exists() {
-        assert!(
-            run.stdout.contains("/etc/shadow: Permission denied"),
-            "{run:?}"
-        );
-    }
-    // The system is readable: /etc/passwd starts with a user name.
-    assert!(
-        run.stdout
-            .trim_end()
-            .ends_with(|ch: char| ch.is_ascii_alphabetic()),
-        "{run:?}"
-    );
-}
-
-/// The command's loopback is its own: a server and its client in one command work, a
-/// listener of the host on 127.0.0.1 is out of reach, and so is every other address.
-#[test]
-fn the_commands_loopback_is_its_own() {
-    let c = Cordon::new();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let run = bash(
-        &c,
-        &format!(
-            "exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected; \
-             exec 3<>/dev/tcp/192.0.2.1/80 && echo reached"
-        ),
-    );
-    assert!(!run.stdout.contains("connected"), "{run:?}");
-    assert!(run.stdout.contains("Connection refused"), "{run:?}");
-    assert!(run.stdout.contains("Network is unreachable"), "{run:?}");
-    assert!(!run.stdout.contains("reached"), "{run:?}");
-    let run = bash(
-        &c,
-        "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & \
-         for i in $(seq 50); do python3 -c \"import urllib.request as u; \
-         print(u.urlopen('http://localhost:8765/').status)\" 2>/dev/null && break; sleep 0.1; done",
-    );
-    assert_eq!(run.stdout, "200\n", "{run:?}");
-    assert!(
-        listener.accept().is_err(),
-        "a connection reached the listener"
-    );
-
-    // Nor can a command reach a host service through a Unix socket.
-    if Path::new("/usr/bin/python3").exists() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("service.sock");
-        let _unix = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let script = format!(
-            "python3 - <<'EOF'\nimport socket\ns = socket.socket(socket.AF_UNIX)\n\
-             s.connect('{}')\nprint('connected')\nEOF",
-            path.display()
-        );
-        let run = bash(&c, &script);
-        assert!(!run.stdout.contains("\nconnected"), "{run:?}");
-        assert!(run.stdout.contains("PermissionError"), "{run:?}");
-    }
-}
-
-#[test]
-fn a_fork_bomb_is_contained_and_the_host_answers() {
-    let c = Cordon::new().with_args(&["--timeout", "3"]);
-    warm_up(&c);
-    let started = Instant::now();
-    let run = bash(&c, ":(){ :|:& };:; sleep 1; echo survived");
-    assert!(
-        started.elapsed() < Duration::from_secs(9),
-        "{:?}",
-        started.elapsed()
-    );
-    assert!(
-        run.stdout.contains("Resource temporarily unavailable"),
-        "the process limit did not bind: {run:?}"
-    );
-    let run = bash(&c, "echo next");
-    assert_eq!(run.stdout, "next\n", "{run:?}");
-}
-
-#[test]
 fn the_environment_holds_no_host_secrets() {
     let c = Cordon::new();
     let input = json!({
@@ -608,28 +433,6 @@ fn the_environment_holds_no_host_secrets() {
         "{run:?}"
     );
     assert_eq!(lines.next(), Some("0"), "{run:?}");
-}
-
-#[test]
-fn commands_hold_no_capabilities_and_reach_no_other_process() {
-    let c = Cordon::new();
-    let me = std::process::id();
-    let run = bash(
-        &c,
-        &format!("grep -E '^Cap(Eff|Prm|Amb|Bnd)' /proc/self/status; kill -0 {me} || echo denied"),
-    );
-    for set in ["CapEff", "CapPrm", "CapAmb"] {
-        assert!(
-            run.stdout.contains(&format!("{set}:\t0000000000000000")),
-            "{run:?}"
-        );
-    }
-    // SAFETY: no arguments.
-    if unsafe { libc::geteuid() } == 0 {
-        assert!(run.stdout.contains("CapBnd:\t0000000000000000"), "{run:?}");
-    }
-    // Signals stop at the command's own tree: the test process is not even in its view.
-    assert!(run.stdout.contains("No such process\ndenied"), "{run:?}");
 }
 
 #[test]

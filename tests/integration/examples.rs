@@ -274,6 +274,7 @@ fn word_count_plugins() -> TempDir {
 }
 
 #[test]
+#[ignore = "network: installs componentize-py from PyPI"]
 fn python_word_count_counts_a_workspace_file() {
     let plugins = word_count_plugins();
     let cordon = with_plugins(&plugins);
@@ -304,6 +305,7 @@ fn python_word_count_counts_a_workspace_file() {
 }
 
 #[test]
+#[ignore = "network: installs componentize-py from PyPI"]
 fn python_word_count_is_listed_and_checked() {
     let plugins = word_count_plugins();
     let cordon = with_plugins(&plugins);

@@ -7,6 +7,9 @@ mod cli;
 mod examples;
 mod file_tools;
 mod hooks;
+// Shared with the sandbox crate's tests: the host's processes, and whether the test is root.
+#[path = "../../sandbox/tests/shell/host.rs"]
+mod host;
 mod index;
 mod layer;
 mod mcp;

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::bash::{LONG_LOG, assert_start_and_end_kept};
+use crate::host::{marker, wait_until_gone};
 use crate::index::Index;
 use crate::mcp_http::{HttpServer, post};
 use crate::node::{conformance_bin, typescript_sdk};
 use crate::python::python;
-use crate::sandbox::{marker, wait_until_gone};
 use crate::util::{Cordon, cache_dir};
 
 /// How a client script reaches cordon: a `cordon mcp` of its own for each connection, or the
@@ -25,17 +25,17 @@ enum Over {
     Http,
 }
 
-/// Two tests of `$body`, with the doc comment before them: `$stdio` over stdio, `$http` over
-/// HTTP.
+/// Two tests of `$body`, with the attributes before them (the doc comment, `ignore`): `$stdio`
+/// over stdio, `$http` over HTTP.
 macro_rules! over_stdio_and_http {
-    ($(#[$doc:meta])* $stdio:ident, $http:ident, $body:ident) => {
-        $(#[$doc])*
+    ($(#[$attr:meta])* $stdio:ident, $http:ident, $body:ident) => {
+        $(#[$attr])*
         #[test]
         fn $stdio() {
             $body(Over::Stdio);
         }
 
-        $(#[$doc])*
+        $(#[$attr])*
         #[test]
         fn $http() {
             $body(Over::Http);
@@ -218,6 +218,7 @@ fn invalid_params(call: &Value) -> &str {
 }
 
 over_stdio_and_http!(
+    #[ignore = "network: installs the MCP Python SDK from PyPI"]
     the_official_python_client_lists_and_calls_every_tool,
     the_official_python_client_lists_and_calls_every_tool_over_http,
     python_lists_and_calls_every_tool
@@ -367,6 +368,7 @@ fn python_lists_and_calls_every_tool(over: Over) {
 }
 
 over_stdio_and_http!(
+    #[ignore = "network: installs the MCP Python SDK from PyPI"]
     ask_permission_goes_through_elicitation_and_fails_closed_without_it,
     ask_permission_goes_through_elicitation_and_fails_closed_without_it_over_http,
     ask_permission
@@ -437,6 +439,7 @@ fn ask_permission(over: Over) {
 }
 
 over_stdio_and_http!(
+    #[ignore = "network: installs the MCP Python SDK from PyPI"]
     cancelled_parallel_and_long_calls_behave_as_agents_need,
     cancelled_parallel_and_long_calls_behave_as_agents_need_over_http,
     long_calls
@@ -583,6 +586,7 @@ fn is_error_only_when_the_tool_could_not_do_its_job() {
 /// that asks for 60. Slow by nature: the 40 s are what is tested. Each step's text is what the
 /// model reads, a result and never `isError`, and bash's description told it of all this.
 #[test]
+#[ignore = "network: installs the MCP Python SDK from PyPI"]
 fn a_coding_agents_day_through_the_python_sdk() {
     let index = Index::of(
         "wordsplit",
@@ -697,6 +701,7 @@ fn a_coding_agents_day_through_the_python_sdk() {
 /// The README's Python quick start, run as it is written (with `cordon` on `PATH`, in a
 /// workspace), prints exactly what the README shows after it.
 #[test]
+#[ignore = "network: installs the MCP Python SDK from PyPI"]
 fn the_readmes_python_quick_start_prints_what_it_shows() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
         .expect("read the README");
@@ -764,6 +769,7 @@ fn malformed_call_params_are_quoted_short() {
 over_stdio_and_http!(
     /// A client that asks for log messages (`logging/setLevel` in 2025-11-25, `_meta` in
     /// 2026-07-28) gets a line per call at `info`; one that does not, none.
+    #[ignore = "network: installs the MCP Python SDK from PyPI"]
     log_messages_reach_a_client_that_asks_for_them,
     log_messages_reach_a_client_that_asks_for_them_over_http,
     log_messages
@@ -803,6 +809,7 @@ over_stdio_and_http!(
     /// The official TypeScript SDK (2025-11-25): ping after listing, an elicitation answered allow
     /// and reject, a call cancelled on the client's timeout that leaves no process, calls in
     /// parallel, progress, and a quiet standard error.
+    #[ignore = "network: installs the MCP TypeScript SDK from npm"]
     the_typescript_sdk_asks_cancels_and_runs_calls_in_parallel,
     the_typescript_sdk_asks_cancels_and_runs_calls_in_parallel_over_http,
     typescript_sdk_calls
@@ -1054,6 +1061,7 @@ fn over_http_sigterm_cancels_the_running_calls_and_kills_their_commands() {
 /// (with logging, over Streamable HTTP) pass against `cordon mcp --http`, without a token: the
 /// suite cannot send one. The README says why the others do not apply.
 #[test]
+#[ignore = "network: installs node 22 and the MCP conformance suite from npm"]
 fn the_conformance_suites_server_scenarios_pass_over_http() {
     let bin = conformance_bin();
     let cordon = Cordon::new();

@@ -1,7 +1,9 @@
-//! The namespaces of a confined command, through the real binary: the work they let through
-//! (process pools, ptys), what they hide (other processes, the host's `/tmp` and
-//! `/dev/shm`, root's files), the kill that nothing survives, and the memory limit of the
-//! whole tree. `.ci/run` runs these as root and again as an unprivileged user.
+//! The sandbox of bash commands as cordon sets it up, through the real binary: the kill that
+//! nothing survives (cordon's, its helper's, the timeout's), the memory limit of the whole
+//! tree, the receipt of the layers (`cordon doctor`, a session's `sandbox` field), the refusal
+//! without user namespaces, and what a session's shell keeps between commands. `.ci/run` runs
+//! these as root and again as an unprivileged user. What the shell does on its own (the
+//! namespaces' view) is tested in the sandbox crate, sandbox/tests/shell.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -10,154 +12,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::bash::MORE_TIME;
+use crate::host::{is_root, marker, processes_with, wait_until_gone};
 use crate::util::{Cordon, Live, Run};
 
 fn bash(cordon: &Cordon, command: &str) -> Run {
     cordon.call("bash", json!({ "command": command }))
-}
-
-fn is_root() -> bool {
-    // SAFETY: no arguments.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// A marker no other process of the machine has on its command line.
-pub(crate) fn marker(what: &str) -> String {
-    format!("cordon-{what}-{}-{:?}", std::process::id(), Instant::now())
-        .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "")
-}
-
-/// The host processes whose command line holds `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .collect()
-}
-
-/// Waits up to `limit` for no host process to hold `marker`; the ones left.
-pub(crate) fn wait_until_gone(marker: &str, limit: Duration) -> Vec<u32> {
-    let until = Instant::now() + limit;
-    loop {
-        let left = processes_with(marker);
-        if left.is_empty() || Instant::now() >= until {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-#[test]
-fn process_pools_and_ptys_work() {
-    let c = Cordon::new();
-    let run = bash(
-        &c,
-        "python3 -c 'import multiprocessing as m; print(m.Pool(2).map(abs, [-1, -2]))'; \
-         script -qc tty /dev/null",
-    );
-    assert_eq!(run.code, 0, "{run:?}");
-    let mut lines = run.stdout.lines();
-    assert_eq!(lines.next(), Some("[1, 2]"), "{run:?}");
-    let tty = lines.next().unwrap_or_default().trim();
-    assert!(tty.starts_with("/dev/pts/"), "{run:?}");
-}
-
-#[test]
-fn tmp_and_shm_are_private_to_the_call() {
-    let c = Cordon::new();
-    let name = marker("private");
-    let run = bash(
-        &c,
-        &format!(
-            "echo t > /tmp/{name} && echo s > /dev/shm/{name} && cat /tmp/{name} /dev/shm/{name} \
-             && ls -A /tmp | grep -vc '^cordon-ws-' && ls -A /dev/shm | wc -l"
-        ),
-    );
-    // /tmp holds the file and the mount point of the workspace (which is in the host's /tmp).
-    assert_eq!(
-        run.stdout, "t\ns\n1\n1\n",
-        "the host's files showed: {run:?}"
-    );
-    for dir in ["/tmp", "/dev/shm"] {
-        assert!(!Path::new(dir).join(&name).exists(), "{dir}/{name} leaked");
-    }
-    let again = bash(
-        &c,
-        &format!("ls /tmp/{name} /dev/shm/{name} 2>&1 | grep -c 'No such'"),
-    );
-    assert_eq!(again.stdout, "2\n", "{again:?}");
-}
-
-#[test]
-fn no_set_id_file_can_be_made() {
-    // As root, what the command makes in the workspace belongs to root on disk: a set-user-ID
-    // file there would be root's outside the sandbox.
-    let c = Cordon::new();
-    let run = bash(
-        &c,
-        "touch a && chmod u+s a; chmod g+s a; install -m 4755 /bin/true b; \
-         python3 -c 'import os; os.open(\"c\", os.O_CREAT | os.O_WRONLY, 0o6755)'; \
-         chmod 755 a && echo plain modes work",
-    );
-    assert!(run.stdout.ends_with("plain modes work\n"), "{run:?}");
-    use std::os::unix::fs::PermissionsExt;
-    for name in ["a", "b", "c"] {
-        if let Ok(meta) = std::fs::metadata(c.path(name)) {
-            assert_eq!(meta.permissions().mode() & 0o6000, 0, "{name}: {run:?}");
-        }
-    }
-    assert!(
-        run.stdout.matches("Operation not permitted").count() >= 4,
-        "{run:?}"
-    );
-}
-
-#[test]
-fn the_init_is_out_of_the_commands_reach() {
-    // Its descriptors lead to the helper's pipes; its memory holds the request.
-    let run = bash(
-        &Cordon::new(),
-        "ls /proc/1/fd; cat /proc/1/environ; echo forged > /proc/1/fd/2; kill -9 1; echo $?",
-    );
-    assert_eq!(
-        run.stdout.matches("Permission denied").count(),
-        3,
-        "{run:?}"
-    );
-    // Signals from inside to the namespace's init are dropped, and the call goes on.
-    assert!(run.stdout.ends_with("0\n"), "{run:?}");
-}
-
-#[test]
-fn ps_sees_only_the_command_and_no_host_command_line() {
-    let token = marker("token");
-    let mut host = Command::new("sh")
-        .args(["-c", &format!("sleep 60; : {token}")])
-        .spawn()
-        .unwrap();
-    let c = Cordon::new();
-    let run = bash(
-        &c,
-        "ps -eo pid,args --no-headers; cat /proc/*/cmdline | tr '\\0' ' '",
-    );
-    host.kill().unwrap();
-    host.wait().unwrap();
-    assert!(!run.stdout.contains(&token), "{run:?}");
-    let processes: Vec<&str> = run
-        .stdout
-        .lines()
-        .take_while(|l| !l.contains("cmdline"))
-        .collect();
-    // The namespace's init, bash, ps (and cat with tr in the same line).
-    assert!(
-        processes.len() <= 5 && processes[0].trim_start().starts_with("1 "),
-        "{run:?}"
-    );
 }
 
 /// The pid of the sandbox helper that `cordon` (`parent`) started, once it runs.
@@ -322,35 +181,6 @@ fn a_self_regrowing_fork_chain_leaves_nothing_after_the_timeout() {
         "{} processes outlived the call",
         left.len()
     );
-}
-
-#[test]
-fn a_file_only_root_may_read_stays_unreadable_when_cordon_is_root() {
-    if !is_root() {
-        return;
-    }
-    let path = PathBuf::from(format!("/usr/local/share/{}", marker("secret")));
-    std::fs::write(&path, "root-only-content").unwrap();
-    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let run = bash(&Cordon::new(), &format!("cat {}", path.display()));
-    std::fs::remove_file(&path).unwrap();
-    assert!(!run.stdout.contains("root-only-content"), "{run:?}");
-    assert!(run.stdout.contains("Permission denied"), "{run:?}");
-}
-
-#[test]
-fn the_workspace_stays_writable_and_its_files_keep_their_owner() {
-    let c = Cordon::new();
-    let existing = c.write("existing.txt", "old\n");
-    let run = bash(
-        &c,
-        "echo more >> existing.txt && echo new > new.txt && id -u",
-    );
-    assert_eq!(run.code, 0, "{run:?}");
-    assert_eq!(c.read("existing.txt"), "old\nmore\n");
-    use std::os::unix::fs::MetadataExt;
-    let owner = std::fs::metadata(&existing).unwrap().uid();
-    assert_eq!(std::fs::metadata(c.path("new.txt")).unwrap().uid(), owner);
 }
 
 #[test]
@@ -558,29 +388,4 @@ fn cgroups_down_to(helper: u32, count: usize) -> Vec<PathBuf> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A session's `/tmp` lasts as long as the session: what one command leaves there the next
-/// finds; another session, and each one-shot call, starts with an empty one.
-#[test]
-fn a_sessions_tmp_lasts_for_the_session_and_no_longer() {
-    let c = Cordon::new();
-    let mut session = Live::start(&c);
-    assert_eq!(
-        session.bash("echo data > /tmp/out.txt && echo kept"),
-        "kept\n"
-    );
-    assert_eq!(session.bash("cat /tmp/out.txt"), "data\n");
-    session.finish();
-    let gone = "cat /tmp/out.txt 2>/dev/null || echo gone";
-    let mut session = Live::start(&c);
-    assert_eq!(session.bash(gone), "gone\n");
-    session.finish();
-    let run = c.call(
-        "bash",
-        json!({"command": "echo data > /tmp/out.txt; cat /tmp/out.txt"}),
-    );
-    assert_eq!(run.stdout, "data\n", "{run:?}");
-    let run = c.call("bash", json!({ "command": gone }));
-    assert_eq!(run.stdout, "gone\n", "{run:?}");
 }

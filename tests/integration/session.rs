@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::sandbox::{marker, wait_until_gone};
+use crate::host::{marker, wait_until_gone};
 use crate::util::{Cordon, Live};
 
 /// Runs a session over `lines` (one request each) and returns the response lines.

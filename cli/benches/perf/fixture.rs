@@ -26,7 +26,7 @@ pub(crate) struct Dirs {
 
 impl Dirs {
     pub(crate) fn prepare() -> Self {
-        // target/release/cordon → target/perf.
+        // target/dist/cordon (the profile the bench is built in) → target/perf.
         let target = Path::new(CORDON).parent().unwrap().parent().unwrap();
         let root = target.join("perf");
         let dirs = Dirs {

@@ -1,8 +1,9 @@
 //! cordon's performance targets, each measured side by side with its baseline in one
 //! run: medians, ratios, and the target next to each.
 //!
-//! `cargo bench -p cordon-cli --bench perf` runs every section; name sections to run only those:
-//! `cargo bench -p cordon-cli --bench perf -- oneshot session large edit diff pipe mcp rss`;
+//! `cargo bench -p cordon-cli --profile dist --bench perf` (the profile of releases, with thin LTO)
+//! runs every section; name sections to run only those: `cargo bench -p cordon-cli --profile dist
+//! --bench perf -- oneshot session large edit diff pipe mcp rss`;
 //! `-- breakdown` adds where the start-up time goes.
 //! `CORDON_PERF_SCALE=0.2` runs fewer samples (quicker, noisier).
 //!
