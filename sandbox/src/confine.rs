@@ -14,7 +14,8 @@ use landlock::{
 };
 use seccompiler::BpfProgram;
 
-use super::seccomp;
+use super::refused::{CannotRun, Part};
+use super::seccomp::{self, NoFilter};
 use super::view::DEVICES;
 use super::{HOME, Policy, READ_ROOTS};
 
@@ -22,9 +23,9 @@ use super::{HOME, Policy, READ_ROOTS};
 pub(super) struct Plan {
     /// The kernel's Landlock ABI version and the one the ruleset targets, or why there is no
     /// Landlock (allowed by [`OPTIONAL_LAYERS`]).
-    landlock: Result<(i32, ABI), String>,
+    landlock: Result<(i32, ABI), NoLandlock>,
     /// The seccomp program, or why there is none (allowed likewise).
-    seccomp: Result<BpfProgram, String>,
+    seccomp: Result<BpfProgram, NoFilter>,
 }
 
 /// The layers a user may let commands run without (`--sandbox-allow-missing`): the others have
@@ -87,50 +88,41 @@ impl std::fmt::Display for OptionalLayer {
     }
 }
 
-/// What the refusal of a confined command says after naming the missing part.
-const ESCAPE_HATCH: &str = "start cordon with --unconfined-bash to run commands without the \
-                            kernel confinement (timeout, process-tree kill and output bound \
-                            still apply)";
-
-pub(super) fn refusal(missing: impl std::fmt::Display) -> String {
-    format!("bash cannot run confined: {missing}; {ESCAPE_HATCH}")
-}
-
 /// Prepares the confinement of `policy`, or says which part the kernel cannot enforce.
-pub(super) fn prepare(policy: &Policy) -> Result<Plan, String> {
-    let missing = |layer: OptionalLayer, why: String| {
+pub(super) fn prepare(policy: &Policy) -> Result<Plan, CannotRun> {
+    fn missing<E: std::fmt::Display>(
+        policy: &Policy,
+        layer: OptionalLayer,
+        why: E,
+    ) -> Result<E, CannotRun> {
         if policy.allow_missing.contains(&layer) {
             Ok(why)
         } else {
-            Err(format!(
-                "bash cannot run confined: {why}; start cordon with --sandbox-allow-missing \
-                 {layer} to run commands without this layer (the others still apply), or with \
-                 --unconfined-bash to run them without any kernel confinement"
-            ))
+            Err(CannotRun::Missing {
+                layer,
+                why: why.to_string(),
+            })
         }
-    };
+    }
     let landlock = match landlock_abi() {
         // Landlock confines connecting to pathname Unix sockets from ABI 9 on; before,
         // AF_UNIX sockets are refused altogether (see the crate documentation).
         Ok(version) if ABI::from(version) >= ABI::V9 => Ok((version, ABI::V9)),
         Ok(version) => Ok((version, ABI::V6)),
-        Err(why) => Err(missing(OptionalLayer::Landlock, why)?),
+        Err(why) => Err(missing(policy, OptionalLayer::Landlock, why)?),
     };
     let allow_unix = matches!(landlock, Ok((_, ABI::V9)));
     let seccomp = match seccomp::program(&policy.network, allow_unix) {
         Ok(filters) => Ok(filters),
-        Err(why) => Err(missing(OptionalLayer::Seccomp, why)?),
+        Err(why) => Err(missing(policy, OptionalLayer::Seccomp, why)?),
     };
     Ok(Plan { landlock, seccomp })
 }
 
 impl Plan {
     /// The kernel's Landlock ABI version, or why there is no Landlock.
-    pub fn landlock(&self) -> Result<i32, &str> {
-        self.landlock
-            .as_ref()
-            .map(|(v, _)| *v)
-            .map_err(String::as_str)
+    pub fn landlock(&self) -> Result<i32, &NoLandlock> {
+        self.landlock.as_ref().map(|(v, _)| *v)
     }
 
     /// The Landlock ABI the rules target, if there is Landlock.
@@ -139,34 +131,39 @@ impl Plan {
     }
 
     /// Why there is no seccomp filter, if there is none.
-    pub fn seccomp_missing(&self) -> Option<&str> {
-        self.seccomp.as_ref().err().map(String::as_str)
+    pub fn seccomp_missing(&self) -> Option<&NoFilter> {
+        self.seccomp.as_ref().err()
     }
 
     /// Confines the calling process (a command's init, single-threaded, in its view):
     /// Landlock after `rules` and at most `tasks` tasks in its user namespace.
-    pub fn apply(&self, rules: &Rules, tasks: u64) -> Result<(), String> {
+    pub fn apply(&self, rules: &Rules, tasks: u64) -> Result<(), CannotRun> {
         limit(libc::RLIMIT_CORE, 0)?;
         limit(libc::RLIMIT_NPROC, tasks)?;
+        let landlock = |why: String| CannotRun::unconfinable(Part::Landlock, why);
         let ruleset = match &self.landlock {
-            Ok((_, abi)) => Some(rules.ruleset(*abi)?),
+            Ok((_, abi)) => Some(rules.ruleset(*abi).map_err(landlock)?),
             Err(_) => None,
         };
-        drop_capabilities().map_err(refusal)?;
+        drop_capabilities().map_err(|e| CannotRun::unconfinable(Part::Privileges, e))?;
         if let Some(ruleset) = ruleset {
             let status = ruleset
                 .restrict_self()
-                .map_err(|e| refusal(format!("Landlock refused the ruleset: {e}")))?;
+                .map_err(|e| landlock(format!("Landlock refused the ruleset: {e}")))?;
             if status.ruleset != RulesetStatus::FullyEnforced {
-                return Err(refusal(format!(
+                return Err(landlock(format!(
                     "Landlock enforced the ruleset only partly ({:?})",
                     status.ruleset
                 )));
             }
         }
         if let Ok(filter) = &self.seccomp {
-            seccompiler::apply_filter(filter)
-                .map_err(|e| refusal(format!("cannot install the seccomp filter: {e}")))?;
+            seccompiler::apply_filter(filter).map_err(|e| {
+                CannotRun::unconfinable(
+                    Part::Seccomp,
+                    format!("cannot install the seccomp filter: {e}"),
+                )
+            })?;
         }
         Ok(())
     }
@@ -176,7 +173,7 @@ impl Plan {
 // Landlock
 
 /// The Landlock ABI version of the running kernel, if it is recent enough (6: signal scoping).
-fn landlock_abi() -> Result<i32, String> {
+fn landlock_abi() -> Result<i32, NoLandlock> {
     // The crate hides the kernel's version on purpose (rules should not depend on it); here
     // it only decides whether to refuse, and how to say so.
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
@@ -193,39 +190,57 @@ fn landlock_abi() -> Result<i32, String> {
     usable_abi(version, errno)
 }
 
+/// Why the kernel's Landlock cannot confine commands.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoLandlock {
+    #[error(
+        "Landlock is built into this kernel but not enabled (add landlock to the lsm= kernel \
+         parameter)"
+    )]
+    Disabled,
+    #[error(
+        "this kernel has no Landlock (Linux 6.12 or later with CONFIG_SECURITY_LANDLOCK is \
+         needed)"
+    )]
+    Absent,
+    /// An ABI older than 6; what it lacks.
+    #[error(
+        "the kernel's Landlock ABI is {abi}, which lacks {}; Linux 6.12 or later (ABI 6) is \
+         needed",
+        lacks.join(", ")
+    )]
+    Old { abi: i32, lacks: Vec<&'static str> },
+}
+
 /// The Landlock ABI version for the kernel's answer to the version query (`version`, else
 /// `errno`), or what it lacks.
-fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<i32, String> {
+fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<i32, NoLandlock> {
     if version <= 0 {
         return Err(if errno == Some(libc::EOPNOTSUPP) {
-            "Landlock is built into this kernel but not enabled (add landlock to the lsm= \
-                 kernel parameter)"
+            NoLandlock::Disabled
         } else {
-            "this kernel has no Landlock (Linux 6.12 or later with CONFIG_SECURITY_LANDLOCK \
-                 is needed)"
-        }
-        .to_string());
+            NoLandlock::Absent
+        });
     }
     let abi = ABI::from(version as i32);
     if abi >= ABI::V6 {
         return Ok(version as i32);
     }
-    let mut missing = Vec::new();
+    let mut lacks = Vec::new();
     if abi < ABI::V3 {
-        missing.push("control of file truncation (ABI 3)");
+        lacks.push("control of file truncation (ABI 3)");
     }
     if abi < ABI::V4 {
-        missing.push("TCP network rules (ABI 4)");
+        lacks.push("TCP network rules (ABI 4)");
     }
     if abi < ABI::V5 {
-        missing.push("control of device ioctls (ABI 5)");
+        lacks.push("control of device ioctls (ABI 5)");
     }
-    missing.push("scoping of signals and abstract Unix sockets (ABI 6)");
-    Err(format!(
-        "the kernel's Landlock ABI is {abi}, which lacks {}; Linux 6.12 or later (ABI 6) is \
-         needed",
-        missing.join(", ")
-    ))
+    lacks.push("scoping of signals and abstract Unix sockets (ABI 6)");
+    Err(NoLandlock::Old {
+        abi: version as i32,
+        lacks,
+    })
 }
 
 /// The paths of a command's Landlock rules, opened in the view: those the view holds for
@@ -312,7 +327,7 @@ impl Rules {
 
     /// The file-system and scope ruleset of a command, made in its init's view.
     fn ruleset(&self, abi: ABI) -> Result<RulesetCreated, String> {
-        let landlock = |e: landlock::RulesetError| refusal(format!("Landlock: {e}"));
+        let landlock = |e: landlock::RulesetError| format!("Landlock: {e}");
         // Without the host's network, the namespace's loopback is the commands' (their own
         // servers, the proxy of an allowlist): nothing else exists there to connect to.
         let ruleset = Ruleset::default()
@@ -330,11 +345,10 @@ impl Rules {
                 .map_err(landlock)?;
         }
         for (path, access) in &self.fresh {
-            let fd =
-                PathFd::new(path).map_err(|e| refusal(format!("Landlock rule for {path}: {e}")))?;
+            let fd = PathFd::new(path).map_err(|e| format!("Landlock rule for {path}: {e}"))?;
             created = created
                 .add_rule(PathBeneath::new(fd, *access))
-                .map_err(|e| refusal(format!("Landlock rule for {path}: {e}")))?;
+                .map_err(|e| format!("Landlock rule for {path}: {e}"))?;
         }
         Ok(created)
     }
@@ -481,7 +495,7 @@ type Resource = libc::__rlimit_resource_t;
 type Resource = libc::c_int;
 
 /// Lowers both limits of `resource` to `value` (never raises them).
-pub(super) fn limit(resource: Resource, value: u64) -> Result<(), String> {
+pub(super) fn limit(resource: Resource, value: u64) -> Result<(), CannotRun> {
     let mut current = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -489,10 +503,10 @@ pub(super) fn limit(resource: Resource, value: u64) -> Result<(), String> {
     // SAFETY: a valid rlimit to fill, then to read.
     unsafe {
         if libc::getrlimit(resource, &mut current) != 0 {
-            return Err(refusal(format!(
-                "getrlimit: {}",
-                io::Error::last_os_error()
-            )));
+            return Err(CannotRun::unconfinable(
+                Part::Limits,
+                format!("getrlimit: {}", io::Error::last_os_error()),
+            ));
         }
         let value = value.min(current.rlim_max);
         let new = libc::rlimit {
@@ -500,10 +514,13 @@ pub(super) fn limit(resource: Resource, value: u64) -> Result<(), String> {
             rlim_max: value,
         };
         if libc::setrlimit(resource, &new) != 0 {
-            return Err(refusal(format!(
-                "cannot set resource limit {resource}: {}",
-                io::Error::last_os_error()
-            )));
+            return Err(CannotRun::unconfinable(
+                Part::Limits,
+                format!(
+                    "cannot set resource limit {resource}: {}",
+                    io::Error::last_os_error()
+                ),
+            ));
         }
     }
     Ok(())
@@ -516,14 +533,15 @@ mod tests {
     #[test]
     fn old_kernels_are_refused_with_what_they_lack() {
         assert_eq!(usable_abi(7, None), Ok(7));
-        let why = usable_abi(5, None).unwrap_err();
+        let why = usable_abi(5, None).unwrap_err().to_string();
         assert!(why.contains("ABI is 5"), "{why}");
         assert!(why.contains("scoping of signals"), "{why}");
         assert!(!why.contains("truncation"), "{why}");
-        let why = usable_abi(-1, Some(libc::ENOSYS)).unwrap_err();
+        let why = usable_abi(-1, Some(libc::ENOSYS)).unwrap_err().to_string();
         assert!(why.contains("no Landlock"), "{why}");
         let why = usable_abi(-1, Some(libc::EOPNOTSUPP)).unwrap_err();
-        assert!(why.contains("not enabled"), "{why}");
-        assert!(refusal(why).contains("--unconfined-bash"));
+        assert!(why.to_string().contains("not enabled"), "{why}");
+        let refused = CannotRun::unconfinable(Part::Landlock, why);
+        assert!(refused.to_string().contains("[bash] unconfined = true"));
     }
 }

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use super::bash::Bash;
 use super::process::{Waited, dup2, exited, open_null, wait};
+use super::refused::{CannotRun, Part};
+use super::setting::Setting;
 use super::wire::{self, Report, Request};
 use super::{Network, Policy, SANDBOX_ARG, Status, signal_name, whole_secs};
 
@@ -78,32 +80,39 @@ pub(crate) fn sandbox_main() -> ! {
 }
 
 /// Runs the one unconfined command of the request on standard input.
-fn once() -> Result<Report, String> {
+fn once() -> Result<Report, CannotRun> {
+    let helper = |why: String| CannotRun::failed(Part::Helper, why);
     let mut raw = Vec::new();
     io::stdin()
         .read_to_end(&mut raw)
-        .map_err(|e| format!("cannot read the request: {e}"))?;
+        .map_err(|e| helper(format!("cannot read the request: {e}")))?;
     let request: Request =
-        serde_json::from_slice(&raw).map_err(|e| format!("malformed request: {e}"))?;
-    let null = open_null()?;
+        serde_json::from_slice(&raw).map_err(|e| helper(format!("malformed request: {e}")))?;
+    let null = open_null().map_err(helper)?;
     // The request file is no longer needed: standard input becomes /dev/null.
-    dup2(null.as_raw_fd(), 0)?;
+    dup2(null.as_raw_fd(), 0).map_err(helper)?;
     // SAFETY: no arguments. Out of the host's session and process group: terminal signals
     // meant for the host do not reach the helper, which must outlive the host long enough
     // to clean up.
     unsafe { libc::setsid() };
     if !request.policy.unconfined {
-        return Err("a confined command is run by its shell's helper".into());
+        return Err(helper(
+            "a confined command is run by its shell's helper".into(),
+        ));
     }
     if let Network::Allow(_) = request.policy.network {
         // Unconfined, the command has the host's network: an allowlist would be a lie.
-        return Err(
-            "an allowlist of hosts (--allow-domain) needs the confined shell; \
-                    --unconfined-bash gives commands the host's whole network"
-                .into(),
-        );
+        return Err(CannotRun::failed(
+            Part::Proxy,
+            format!(
+                "an allowlist of hosts ({}) needs the confined shell; {} gives commands the \
+                 host's whole network",
+                Setting::Allowlist,
+                Setting::Unconfined
+            ),
+        ));
     }
-    unconfined(&request, null)
+    unconfined(&request, null).map_err(helper)
 }
 
 /// The unconfined path: bash in the helper's own namespaces, `HOME` and `TMPDIR` in a private

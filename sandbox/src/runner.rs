@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::process::pipe;
 use super::protect;
+use super::refused::{CannotRun, Part};
 use super::wire::{self, Report, Request};
 use super::{Asker, Completion, Hooks, Policy, Progress, Status, Stop, helper};
 
@@ -63,7 +64,7 @@ pub(super) fn once(policy: &Policy, command: &str, timeout: Duration, hooks: &Ho
             end(&mut helper);
             done
         }
-        Err(why) => Completion::refused(why),
+        Err(why) => Completion::refused(CannotRun::failed(Part::Helper, why)),
     }
 }
 

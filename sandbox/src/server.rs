@@ -36,13 +36,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::cgroup::Cgroup;
-use super::confine::{self, refusal};
+use super::confine;
 use super::init::Go;
 use super::memories::Memories;
 use super::ns::{self, NAMESPACE_HINT};
 use super::process;
 use super::proxy::{self, Proxy};
 use super::receipt::{self, Memory};
+use super::refused::{CannotRun, Part};
 use super::shield::Shield;
 use super::view::Sources;
 use super::wire::{self, FromZygote, Report, Setup, ToHelper, ToZygote};
@@ -70,14 +71,14 @@ pub(super) fn serve() -> ! {
 
 /// Answers the commands waiting on `host` with the refusal `why`, then leaves: the next
 /// command starts a helper again, which tries again.
-fn refuse(host: &OwnedFd, why: &str) {
+fn refuse(host: &OwnedFd, why: &CannotRun) {
     loop {
         let Ok(Some((message, fds))) = wire::recv::<ToHelper>(host.as_fd()) else {
             return;
         };
         if let (ToHelper::Run { .. }, Some(report)) = (message, fds.into_iter().nth(1)) {
             let _ = File::from(report)
-                .write_all(wire::report_line(&Report::refused(why.to_string())).as_bytes());
+                .write_all(wire::report_line(&Report::refused(why.clone())).as_bytes());
         }
         let mut fd = libc::pollfd {
             fd: host.as_raw_fd(),
@@ -186,41 +187,46 @@ impl Call {
 impl Server {
     /// Sets up the sandbox of `setup`: the zygote, ready for commands. `host` is the host's
     /// socket, which the zygote must not keep open.
-    fn start(setup: Setup, host: i32) -> Result<Server, String> {
+    fn start(setup: Setup, host: i32) -> Result<Server, CannotRun> {
+        let helper = |why: String| CannotRun::failed(Part::Helper, why);
+        let namespaces = |why: String| CannotRun::unconfinable(Part::Namespaces, why);
         // The inits of a zygote that dies come to the helper, which can then tell when they
         // are gone ([`Server::end`]).
         // SAFETY: a plain prctl.
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-            return Err(format!(
+            return Err(helper(format!(
                 "cannot become a child subreaper: {}",
                 io::Error::last_os_error()
-            ));
+            )));
         }
         let plan = confine::prepare(&setup.policy)?;
         let sandbox_user = ns::runs_as_sandbox_user();
         let sources = if sandbox_user {
             let userns = ns::sandbox_userns().map_err(|e| {
-                refusal(format!(
+                namespaces(format!(
                     "cannot create the user namespace of the sandbox's user: {e}{NAMESPACE_HINT}"
                 ))
             })?;
-            Some(Sources::open(&setup.policy, Some(&userns))?)
+            Some(
+                Sources::open(&setup.policy, Some(&userns))
+                    .map_err(|e| CannotRun::failed(Part::View, e))?,
+            )
         } else {
             None
         };
-        let granted = granted(&setup.policy)?;
-        let shield = Shield::new(&setup.policy)?;
-        let (ours, theirs) =
-            process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+        let granted = granted(&setup.policy).map_err(|e| CannotRun::failed(Part::View, e))?;
+        let shield = Shield::new(&setup.policy).map_err(|e| CannotRun::failed(Part::View, e))?;
+        let (ours, theirs) = process::socket_pair()
+            .map_err(|e| helper(format!("cannot create a socket pair: {e}")))?;
         let (go_read, go_write) =
-            process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+            process::pipe().map_err(|e| helper(format!("cannot create a pipe: {e}")))?;
         let mut flags = ns::EVERY_COMMAND;
         if setup.policy.network != Network::Open {
             flags |= libc::CLONE_NEWNET;
         }
         let layers = receipt::confined(&setup.policy, sandbox_user, &plan);
         let pid = ns::clone(flags).map_err(|e| {
-            refusal(format!(
+            namespaces(format!(
                 "the kernel refused to create the command's namespaces: {e}{NAMESPACE_HINT}"
             ))
         })?;
@@ -239,12 +245,12 @@ impl Server {
             zygote::main(zygote, go_read, theirs);
         }
         drop((go_read, theirs, sources));
-        let kill = |why: String| {
+        let kill = |why: CannotRun| {
             kill(pid);
             why
         };
         ns::write_maps(pid, sandbox_user).map_err(|e| {
-            kill(refusal(format!(
+            kill(namespaces(format!(
                 "cannot map the command's user into its user namespace: {e}"
             )))
         })?;
@@ -252,7 +258,11 @@ impl Server {
         match wire::recv::<FromZygote>(ours.as_fd()) {
             Ok(Some((FromZygote::Ready, _))) => {}
             Ok(Some((FromZygote::Refused { why }, _))) => return Err(kill(why)),
-            _ => return Err(kill("the sandbox's zygote ended while setting up".into())),
+            _ => {
+                return Err(kill(helper(
+                    "the sandbox's zygote ended while setting up".into(),
+                )));
+            }
         }
         let memory = Memories::start(setup.policy.memory_limit, &ours);
         Ok(Server {
@@ -355,12 +365,12 @@ impl Server {
         };
         let answers = fds.next().filter(|_| ask).map(File::from);
         let report = Arc::new(Mutex::new(File::from(report)));
-        let refuse = |why: String| {
+        let refuse = |why: CannotRun| {
             write_report(&report, &Report::refused(why));
         };
         let raised = match self.shield.raise() {
             Ok(raised) => raised,
-            Err(why) => return refuse(why),
+            Err(why) => return refuse(CannotRun::failed(Part::View, why)),
         };
         let hidden = self.hidden();
         let (proxy, handover) = match self.setup.policy.network.proxied() {
@@ -368,7 +378,7 @@ impl Server {
                 let proxy = Proxy::new(allowlist, answers, report.clone());
                 match start_proxy(&proxy) {
                     Ok(theirs) => (Some(proxy), Some(theirs)),
-                    Err(why) => return refuse(why),
+                    Err(why) => return refuse(CannotRun::failed(Part::Proxy, why)),
                 }
             }
             None => (None, None),
@@ -421,7 +431,10 @@ impl Server {
             if let Some(then) = then {
                 then.remove();
             }
-            return refuse(format!("cannot reach the sandbox's zygote: {e}"));
+            return refuse(CannotRun::failed(
+                Part::Helper,
+                format!("cannot reach the sandbox's zygote: {e}"),
+            ));
         }
         // Without a next one, the zygote stays in its cgroup: not this command's to remove.
         let cgroup = then.and_then(|then| self.memory.current.replace(then));
@@ -576,7 +589,10 @@ impl Server {
             if let Some(cgroup) = call.cgroup {
                 cgroup.remove();
             }
-            write_report(&call.report, &Report::refused(why.to_string()));
+            write_report(
+                &call.report,
+                &Report::refused(CannotRun::failed(Part::Helper, why)),
+            );
         }
         self.memory.remove_all();
     }

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::process::{pipe, socket_pair};
+use super::refused::{CannotRun, Part};
 use super::runner::{self, Pipes};
 use super::wire::{self, Setup, ToHelper};
 use super::{Completion, Hooks, Network, Policy, helper};
@@ -99,11 +100,10 @@ impl Shell {
     pub fn run_for(&self, command: &str, timeout: Duration, hooks: &Hooks) -> Completion {
         let most = self.policy.max_timeout_secs();
         if timeout > Duration::from_secs(most.into()) || timeout.is_zero() {
-            return Completion::refused(format!(
-                "a timeout of {} s was asked for; a command may be given 1 to {most} s (the \
-                 user's --max-timeout): ask for {most} or less, or split the work",
-                timeout.as_secs_f64()
-            ));
+            return Completion::refused(CannotRun::Timeout {
+                asked: timeout,
+                most,
+            });
         }
         if self.policy.unconfined {
             return runner::once(&self.policy, command, timeout, hooks);
@@ -115,7 +115,7 @@ impl Shell {
                     runner::linger(report);
                 }
             }),
-            Err(why) => Completion::refused(why),
+            Err(why) => Completion::refused(CannotRun::failed(Part::Helper, why)),
         }
     }
 
