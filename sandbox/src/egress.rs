@@ -15,6 +15,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::setting::Setting;
+
 /// The ports a pattern without `:PORT` allows.
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
@@ -80,7 +82,10 @@ pub enum PatternError {
          (*.githubusercontent.com) or an address, optionally with :PORT"
     )]
     Malformed(String),
-    #[error("{0:?} would allow every host; use --bash-network to give commands the whole network")]
+    #[error(
+        "{0:?} would allow every host; use {open} to give commands the whole network",
+        open = Setting::BashNetwork
+    )]
     Everything(String),
     #[error("{0:?} is not NAME=ADDRESS (for example pkg.test=127.0.0.1)")]
     Mapping(String),
@@ -240,12 +245,15 @@ impl Allowlist {
                 _ => None,
             };
             let or_set = set.map_or(String::new(), |set| {
-                format!(", or the hosts of its set with --allow-domain @{set}")
+                format!(
+                    ", or the hosts of its set with {}",
+                    Setting::AllowDomainSet(set.to_string())
+                )
             });
             return Err(Refusal::Unlisted(Blocked {
                 line: format!(
-                    "[network: blocked {target}; allow it with --allow-domain {}{or_set}]",
-                    suggestion(host, port)
+                    "[network: blocked {target}; allow it with {}{or_set}]",
+                    Setting::AllowDomain(suggestion(host, port))
                 ),
                 target,
             }));
@@ -271,8 +279,8 @@ impl Allowlist {
             (true, Some(addr)) => Err(Refusal::Blocked(Blocked {
                 line: format!(
                     "[network: blocked {target}: it resolves to {ip}, a {kind} address; allow \
-                     that address with --allow-domain {}]",
-                    suggestion(&addr.ip().to_string(), port),
+                     that address with {}]",
+                    Setting::AllowDomain(suggestion(&addr.ip().to_string(), port)),
                     ip = addr.ip(),
                     kind = kind(addr.ip()).unwrap_or("private"),
                 ),
@@ -457,16 +465,18 @@ mod tests {
         let allow = list(&["pypi.org"]);
         assert_eq!(
             blocked(allow.decide("evil.com", 443)),
-            "[network: blocked evil.com:443; allow it with --allow-domain evil.com]"
+            "[network: blocked evil.com:443; allow it with [network] allow = [\"evil.com\"]]"
         );
         assert_eq!(
             blocked(allow.decide("files.pythonhosted.org", 443)),
-            "[network: blocked files.pythonhosted.org:443; allow it with --allow-domain \
-             files.pythonhosted.org, or the hosts of its set with --allow-domain @pypi]"
+            "[network: blocked files.pythonhosted.org:443; allow it with [network] allow = \
+             [\"files.pythonhosted.org\"], or the hosts of its set with [network] allow = \
+             [\"@pypi\"]]"
         );
         assert_eq!(
             blocked(allow.decide("pypi.org", 8080)),
-            "[network: blocked pypi.org:8080; allow it with --allow-domain pypi.org:8080]"
+            "[network: blocked pypi.org:8080; allow it with [network] allow = \
+             [\"pypi.org:8080\"]]"
         );
     }
 

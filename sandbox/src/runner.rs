@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use super::process::pipe;
 use super::protect;
 use super::refused::{CannotRun, Part};
+use super::setting::Setting;
 use super::wire::{self, Report, Request};
 use super::{Asker, Completion, Hooks, Policy, Progress, Status, Stop, helper};
 
@@ -214,8 +215,9 @@ fn ungranted(output: &str, dirs: &[PathBuf]) -> Vec<String> {
         if let Some(dir) = dirs.iter().find(|d| d.join(program).is_file()) {
             notes.push(format!(
                 "[cordon: {program} is in {}, one of your toolchains, which bash commands get \
-                 with --toolchains]\n",
-                dir.display()
+                 with {}]\n",
+                dir.display(),
+                Setting::Toolchains
             ));
         }
     }

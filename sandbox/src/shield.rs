@@ -23,6 +23,7 @@ use super::index::Index;
 use super::ns;
 use super::protect::{Guard, Protected, Rule};
 use super::quarantine;
+use super::setting::Setting;
 
 /// The protected paths of a shell's workspace.
 pub(super) struct Shield {
@@ -182,7 +183,8 @@ fn symlink(guard: &Guard, protected: &Protected) -> String {
     let shown = guard.shown(&protected.path);
     format!(
         "{shown} is a symbolic link, and it is a protected path ({}), which bash may see only \
-         as a file or directory; remove the link, or allow it with --unprotect {shown}",
-        protected.rule.why()
+         as a file or directory; remove the link, or allow it with {}",
+        protected.rule.why(),
+        Setting::Unprotect(shown.clone())
     )
 }
