@@ -273,5 +273,22 @@ pub fn flag(setting: &Setting) -> String {
         Setting::Unconfined => "--unconfined-bash".into(),
         Setting::Toolchains => "--toolchains".into(),
         Setting::MaxTimeout => "--max-timeout".into(),
+        Setting::BashRead => "--bash-read".into(),
+        Setting::BashWrite => "--bash-write".into(),
+        Setting::BashPath => "--bash-path".into(),
+        Setting::BashHome(value) => valued("--bash-home", value),
+        Setting::Skills => "--skills".into(),
+        Setting::Plugins(value) => valued("--plugins", value),
+        Setting::CacheDir(value) => valued("--cache-dir", value),
+        Setting::Workspace => "--workspace".into(),
+        Setting::ConfigFile(value) => valued("--config", value),
+    }
+}
+
+/// `flag`, followed by its value when one is suggested.
+fn valued(flag: &str, value: &Option<String>) -> String {
+    match value {
+        Some(value) => format!("{flag} {value}"),
+        None => flag.to_string(),
     }
 }

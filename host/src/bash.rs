@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config;
 use crate::settings::{Home, Layers, Variable};
-use crate::shell::{Policy, RESERVED};
+use crate::shell::{Policy, RESERVED, Setting};
 use crate::toolchains::{self, Toolchain};
 
 /// Why the bash settings cannot be used.
@@ -16,7 +16,7 @@ use crate::toolchains::{self, Toolchain};
 pub enum SettingsError {
     #[error(
         "cannot use {} as the home of bash commands: {source}. Pass an existing directory, or \
-         `private`, with --bash-home", path.display()
+         `private`, with {}", path.display(), Setting::BashHome(None)
     )]
     Home {
         path: PathBuf,
@@ -24,7 +24,8 @@ pub enum SettingsError {
     },
     #[error(
         "no home for bash commands: cordon's data directory is unknown (neither XDG_DATA_HOME \
-         nor HOME is set); pass --bash-home private or a directory"
+         nor HOME is set); pass {} or a directory",
+        Setting::BashHome(Some("private".into()))
     )]
     NoDataDir,
 }

@@ -34,6 +34,24 @@ pub enum Setting {
     Toolchains,
     /// The longest timeout a command may ask for (`[bash] max_timeout`).
     MaxTimeout,
+    /// More paths commands may read (`[bash] read`).
+    BashRead,
+    /// More paths commands may write (`[bash] write`).
+    BashWrite,
+    /// Directories put before commands' `PATH` (`[bash] path`).
+    BashPath,
+    /// The home of commands (`[bash] home`), with the value suggested, if any.
+    BashHome(Option<String>),
+    /// The skills directory (`[tools] skills`).
+    Skills,
+    /// A directory of plugins (`[tools] plugin_dirs`), with the value suggested, if any.
+    Plugins(Option<String>),
+    /// Where compiled plugins are cached (`[tools] cache_dir`), likewise.
+    CacheDir(Option<String>),
+    /// The workspace, which is no key of the config file (`cordon::Options::workspace`).
+    Workspace,
+    /// cordon's config file itself (`cordon::Options::config`), likewise.
+    ConfigFile(Option<String>),
 }
 
 /// How a program words a [`Setting`] in its texts: its flag, its config key.
@@ -60,6 +78,36 @@ pub fn config_key(setting: &Setting) -> String {
         Setting::Unconfined => "[bash] unconfined = true".into(),
         Setting::Toolchains => "[bash] toolchains = true".into(),
         Setting::MaxTimeout => "[bash] max_timeout".into(),
+        Setting::BashRead => "[bash] read".into(),
+        Setting::BashWrite => "[bash] write".into(),
+        Setting::BashPath => "[bash] path".into(),
+        Setting::BashHome(value) => keyed("[bash] home", value),
+        Setting::Skills => "[tools] skills".into(),
+        Setting::Plugins(None) => "[tools] plugin_dirs".into(),
+        Setting::Plugins(Some(dir)) => format!("[tools] plugin_dirs = [{dir:?}]"),
+        Setting::CacheDir(value) => keyed("[tools] cache_dir", value),
+        Setting::Workspace => "cordon::Options::workspace".into(),
+        Setting::ConfigFile(value) => keyed("cordon::Options::config", value),
+    }
+}
+
+/// `key`, or `key = "value"` when a value is suggested.
+fn keyed(key: &str, value: &Option<String>) -> String {
+    match value {
+        Some(value) => format!("{key} = {value:?}"),
+        None => key.to_string(),
+    }
+}
+
+impl Setting {
+    /// The setting as installed, then its config key when that differs (`--allow-domain,
+    /// [network] allow`): for a text about the config file and the command line alike.
+    pub fn and_key(&self) -> String {
+        let (worded, key) = (self.to_string(), config_key(self));
+        match worded == key {
+            true => key,
+            false => format!("{worded}, {key}"),
+        }
     }
 }
 
@@ -94,5 +142,14 @@ mod tests {
             "[bash] unprotect = [\".idea\"]"
         );
         assert_eq!(config_key(&Setting::Unconfined), "[bash] unconfined = true");
+        assert_eq!(
+            config_key(&Setting::BashHome(Some("private".into()))),
+            "[bash] home = \"private\""
+        );
+        assert_eq!(config_key(&Setting::BashHome(None)), "[bash] home");
+        assert_eq!(
+            config_key(&Setting::Workspace),
+            "cordon::Options::workspace"
+        );
     }
 }
