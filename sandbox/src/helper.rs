@@ -81,7 +81,6 @@ pub(crate) fn sandbox_main() -> ! {
 
 /// Runs the one unconfined command of the request on standard input.
 fn once() -> Result<Report, CannotRun> {
-    let helper = |why: String| CannotRun::failed(Part::Helper, why);
     let mut raw = Vec::new();
     io::stdin()
         .read_to_end(&mut raw)
@@ -96,9 +95,7 @@ fn once() -> Result<Report, CannotRun> {
     // to clean up.
     unsafe { libc::setsid() };
     if !request.policy.unconfined {
-        return Err(helper(
-            "a confined command is run by its shell's helper".into(),
-        ));
+        return Err(helper("a confined command is run by its shell's helper"));
     }
     if let Network::Allow(_) = request.policy.network {
         // Unconfined, the command has the host's network: an allowlist would be a lie.
@@ -112,41 +109,53 @@ fn once() -> Result<Report, CannotRun> {
             ),
         ));
     }
-    unconfined(&request, null).map_err(helper)
+    unconfined(&request, null)
+}
+
+/// A refusal of the helper's own plumbing, which confinement cannot help.
+fn helper(why: impl std::fmt::Display) -> CannotRun {
+    CannotRun::failed(Part::Helper, why)
 }
 
 /// The unconfined path: bash in the helper's own namespaces, `HOME` and `TMPDIR` in a private
 /// directory removed after the call; the helper is a child subreaper, so orphans of the
 /// command come back to it, and it kills until none is left.
-fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
+fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, CannotRun> {
     // SAFETY: a plain prctl.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(format!(
+        return Err(helper(format!(
             "cannot become a child subreaper: {}",
             io::Error::last_os_error()
-        ));
+        )));
     }
     let private = tempfile::Builder::new()
         .prefix("cordon-bash-")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
-        .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
+        .map_err(|e| {
+            helper(format!(
+                "cannot create the private directory of the command: {e}"
+            ))
+        })?;
     let (home, tmp) = (private.path().join("home"), private.path().join("tmp"));
     for dir in [&home, &tmp] {
-        std::fs::create_dir(dir)
-            .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
+        std::fs::create_dir(dir).map_err(|e| {
+            helper(format!(
+                "cannot create the private directory of the command: {e}"
+            ))
+        })?;
     }
     let home = request.policy.home.clone().unwrap_or(home);
-    let bash = Bash::new(&request.policy, &home, &tmp)?;
+    let bash = Bash::new(&request.policy, &home, &tmp).map_err(helper)?;
     let started = Instant::now();
     let spawned = bash.spawn(&request.command, &null);
     // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
-    dup2(null.as_raw_fd(), 1)?;
+    dup2(null.as_raw_fd(), 1).map_err(helper)?;
     let pid = match spawned {
         Ok(pid) => pid,
         Err(why) => {
             kill_tree(None);
-            return Err(why);
+            return Err(helper(why));
         }
     };
     let timeout = request.policy.timeout;

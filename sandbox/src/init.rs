@@ -60,7 +60,7 @@ pub(super) struct Go {
 }
 
 /// A refusal of the init's own plumbing, which confinement cannot help.
-fn helper(why: String) -> CannotRun {
+fn helper(why: impl std::fmt::Display) -> CannotRun {
     CannotRun::failed(Part::Helper, why)
 }
 
@@ -145,16 +145,16 @@ fn start(init: &Prepared, waiting: Waiting) -> Result<libc::pid_t, CannotRun> {
     let (go, fds) = match wire::recv::<Go>(init.control.as_fd()) {
         Ok(Some(received)) => received,
         // The zygote is gone, or it gave this init up.
-        _ => return Err(helper("no command came".into())),
+        _ => return Err(helper("no command came")),
     };
     let mut fds = fds.into_iter();
     let out = fds
         .next()
-        .ok_or_else(|| helper("no output pipe came with the command".into()))?;
+        .ok_or_else(|| helper("no output pipe came with the command"))?;
     if let Some(listener) = &listener {
         let handover = fds
             .next()
-            .ok_or_else(|| helper("no proxy channel came with the command".into()))?;
+            .ok_or_else(|| helper("no proxy channel came with the command"))?;
         proxy::hand_over(&handover, listener).map_err(|e| {
             CannotRun::unconfinable(
                 Part::Proxy,
@@ -229,7 +229,7 @@ fn wait_for(bash: libc::pid_t) -> Status {
                     return process::status_of(info.si_code, info.si_status());
                 }
             } else if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return Status::Refused(helper("the sandbox's init lost track of bash".into()));
+                return Status::Refused(helper("the sandbox's init lost track of bash"));
             }
         }
     }

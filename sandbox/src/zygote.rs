@@ -31,7 +31,7 @@ use super::init::{self, Go, Prepared};
 use super::ns;
 use super::process;
 use super::refused::{CannotRun, Part};
-use super::view::{self, Sources, View};
+use super::view::{self, Sources, View, ViewError};
 use super::wire::{self, FromZygote, Setup, ToZygote};
 use super::{DEFAULT_MEMORY_LIMIT, Status, whole_secs};
 
@@ -563,7 +563,12 @@ impl Server<'_> {
 }
 
 /// Mounts `covers` into an init's mount namespace `mounts`.
-fn cover(zygote: &Zygote, ready: &Ready, mounts: &OwnedFd, covers: &Covers) -> Result<(), String> {
+fn cover(
+    zygote: &Zygote,
+    ready: &Ready,
+    mounts: &OwnedFd,
+    covers: &Covers,
+) -> Result<(), ViewError> {
     let view = view::Covers {
         workspace: &zygote.setup.policy.workspace,
         protected: &covers.protected,
@@ -577,14 +582,11 @@ fn cover(zygote: &Zygote, ready: &Ready, mounts: &OwnedFd, covers: &Covers) -> R
 fn within(
     theirs: &OwnedFd,
     ours: &OwnedFd,
-    cover: impl FnOnce() -> Result<(), String>,
-) -> Result<(), String> {
+    cover: impl FnOnce() -> Result<(), ViewError>,
+) -> Result<(), ViewError> {
     // SAFETY: entering a mount namespace by its descriptor; the zygote is single-threaded.
     if unsafe { libc::setns(theirs.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
-        return Err(format!(
-            "cannot enter the command's mount namespace: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(ViewError::Enter(io::Error::last_os_error()));
     }
     let covered = cover();
     // SAFETY: as above. Staying in a command's namespace would put the next ones wrong.
