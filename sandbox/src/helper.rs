@@ -42,21 +42,53 @@ pub(super) fn run_if_asked() {
     }
 }
 
+/// Why the host cannot start a helper or hand it a command.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HelperError {
+    #[error(
+        "cannot start the sandbox helper: this program would run itself as the helper ({}) but \
+         did not call cordon_sandbox::run_helper_if_asked() first thing in main; call it there, \
+         or set the policy's helper to a program that does, such as the cordon binary",
+        helper.display()
+    )]
+    NoEntryPoint { helper: PathBuf },
+    #[error("cannot start the sandbox helper {}: {source}", helper.display())]
+    Start { helper: PathBuf, source: io::Error },
+    #[error("the workspace {} is unusable: {source}", path.display())]
+    Workspace { path: PathBuf, source: io::Error },
+    #[error("cannot create a pipe: {0}")]
+    Pipe(io::Error),
+    #[error("cannot create a socket pair: {0}")]
+    SocketPair(io::Error),
+    #[error("cannot pass the sandbox's set-up on: {0}")]
+    SetUp(io::Error),
+    #[error("cannot pass the command on: {0}")]
+    Request(io::Error),
+    #[error("cannot reach the sandbox helper: {0}")]
+    Unreachable(io::Error),
+}
+
+impl From<HelperError> for CannotRun {
+    fn from(e: HelperError) -> Self {
+        let part = match e {
+            HelperError::Workspace { .. } => Part::View,
+            _ => Part::Helper,
+        };
+        CannotRun::failed(part, e)
+    }
+}
+
 /// The command that starts `policy`'s helper (its arguments after [`SANDBOX_ARG`] to add):
 /// an empty environment, working directory `/`. A program that would re-execute itself is
 /// refused unless it called [`super::run_helper_if_asked`]: its own `main` would run with the
 /// helper's arguments instead (a test harness runs tests, a bench measures beside itself).
-pub(super) fn command(policy: &Policy) -> Result<Command, String> {
+pub(super) fn command(policy: &Policy) -> Result<Command, HelperError> {
     let itself = policy.helper == Path::new(SELF)
         || std::env::current_exe().is_ok_and(|exe| exe == policy.helper);
     if itself && !ENTRY_CALLED.load(Ordering::Relaxed) {
-        return Err(format!(
-            "cannot start the sandbox helper: this program would run itself as the helper ({}) \
-             but did not call cordon_sandbox::run_helper_if_asked() first thing in main; call \
-             it there, or set the policy's helper to a program that does, such as the cordon \
-             binary",
-            policy.helper.display()
-        ));
+        return Err(HelperError::NoEntryPoint {
+            helper: policy.helper.clone(),
+        });
     }
     let mut command = Command::new(&policy.helper);
     command
