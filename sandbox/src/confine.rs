@@ -16,7 +16,7 @@ use seccompiler::BpfProgram;
 
 use super::refused::{CannotRun, Part};
 use super::seccomp::{self, NoFilter};
-use super::view::DEVICES;
+use super::view::{self, DEVICES, ViewError};
 use super::{HOME, Policy, READ_ROOTS};
 
 /// The confinement of one command, ready to apply.
@@ -140,7 +140,7 @@ impl Plan {
     pub fn apply(&self, rules: &Rules, tasks: u64) -> Result<(), CannotRun> {
         limit(libc::RLIMIT_CORE, 0)?;
         limit(libc::RLIMIT_NPROC, tasks)?;
-        let landlock = |why: String| CannotRun::unconfinable(Part::Landlock, why);
+        let landlock = |e: LandlockError| CannotRun::unconfinable(Part::Landlock, e);
         let ruleset = match &self.landlock {
             Ok((_, abi)) => Some(rules.ruleset(*abi).map_err(landlock)?),
             Err(_) => None,
@@ -149,12 +149,9 @@ impl Plan {
         if let Some(ruleset) = ruleset {
             let status = ruleset
                 .restrict_self()
-                .map_err(|e| landlock(format!("Landlock refused the ruleset: {e}")))?;
+                .map_err(|e| landlock(LandlockError::Restrict(e)))?;
             if status.ruleset != RulesetStatus::FullyEnforced {
-                return Err(landlock(format!(
-                    "Landlock enforced the ruleset only partly ({:?})",
-                    status.ruleset
-                )));
+                return Err(landlock(LandlockError::Partly(status.ruleset)));
             }
         }
         if let Ok(filter) = &self.seccomp {
@@ -256,7 +253,7 @@ pub(super) struct Rules {
 impl Rules {
     /// Opens the lasting paths of `policy`'s rules (nothing when there is no Landlock, `abi`
     /// none). Called in the view.
-    pub fn open(policy: &Policy, abi: Option<ABI>) -> Result<Rules, String> {
+    pub fn open(policy: &Policy, abi: Option<ABI>) -> Result<Rules, ViewError> {
         let Some(abi) = abi else {
             return Ok(Rules {
                 lasting: Vec::new(),
@@ -269,7 +266,7 @@ impl Rules {
         // Writable: the workspace, the extra writable paths, a kept home.
         paths.push((policy.workspace.clone(), all));
         for path in &policy.extra_write {
-            paths.push((existing(path, "writable")?, all));
+            paths.push((view::extra(path, "writable")?, all));
         }
         if policy.home.is_some() {
             paths.push((HOME.into(), all));
@@ -282,7 +279,7 @@ impl Rules {
             }
         }
         for path in &policy.extra_read {
-            paths.push((existing(path, "readable")?, read));
+            paths.push((view::extra(path, "readable")?, read));
         }
         // The view holds only what the command may see: every directory of it may be listed.
         paths.push(("/".into(), AccessFs::ReadDir.into()));
@@ -326,8 +323,8 @@ impl Rules {
     }
 
     /// The file-system and scope ruleset of a command, made in its init's view.
-    fn ruleset(&self, abi: ABI) -> Result<RulesetCreated, String> {
-        let landlock = |e: landlock::RulesetError| format!("Landlock: {e}");
+    fn ruleset(&self, abi: ABI) -> Result<RulesetCreated, LandlockError> {
+        let landlock = LandlockError::Ruleset;
         // Without the host's network, the namespace's loopback is the commands' (their own
         // servers, the proxy of an allowlist): nothing else exists there to connect to.
         let ruleset = Ruleset::default()
@@ -345,10 +342,14 @@ impl Rules {
                 .map_err(landlock)?;
         }
         for (path, access) in &self.fresh {
-            let fd = PathFd::new(path).map_err(|e| format!("Landlock rule for {path}: {e}"))?;
+            let rule = |e: &dyn std::fmt::Display| LandlockError::Rule {
+                path,
+                why: e.to_string(),
+            };
+            let fd = PathFd::new(path).map_err(|e| rule(&e))?;
             created = created
                 .add_rule(PathBeneath::new(fd, *access))
-                .map_err(|e| format!("Landlock rule for {path}: {e}"))?;
+                .map_err(|e| rule(&e))?;
         }
         Ok(created)
     }
@@ -363,10 +364,17 @@ fn o_path(path: &Path) -> io::Result<std::fs::File> {
         .open(path)
 }
 
-/// An extra path of the policy, which must exist, canonical.
-fn existing(path: &Path, what: &str) -> Result<PathBuf, String> {
-    path.canonicalize()
-        .map_err(|e| format!("the extra {what} path {} is unusable: {e}", path.display()))
+/// Why a command's Landlock ruleset cannot be made or enforced.
+#[derive(Debug, thiserror::Error)]
+enum LandlockError {
+    #[error("Landlock: {0}")]
+    Ruleset(landlock::RulesetError),
+    #[error("Landlock rule for {path}: {why}")]
+    Rule { path: &'static str, why: String },
+    #[error("Landlock refused the ruleset: {0}")]
+    Restrict(landlock::RulesetError),
+    #[error("Landlock enforced the ruleset only partly ({0:?})")]
+    Partly(RulesetStatus),
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -425,11 +433,10 @@ fn prctl(option: libc::c_int, arg: libc::c_ulong) -> io::Result<libc::c_int> {
 /// Drops every capability for good and sets no-new-privileges, then checks the result. The
 /// caller holds every capability of its user namespace, so the bounding set can be emptied
 /// and the securebits locked too.
-fn drop_capabilities() -> Result<(), String> {
-    let before = capabilities().map_err(|e| format!("capget: {e}"))?;
+fn drop_capabilities() -> Result<(), CapError> {
+    let before = capabilities().map_err(CapError::Get)?;
     if before[0].effective & (1 << CAP_SETPCAP) != 0 {
-        prctl(libc::PR_SET_SECUREBITS, SECUREBITS)
-            .map_err(|e| format!("cannot lock the securebits: {e}"))?;
+        prctl(libc::PR_SET_SECUREBITS, SECUREBITS).map_err(CapError::LockSecurebits)?;
         // Past the last capability this kernel knows, dropping fails: that is the end.
         for cap in 0..64 {
             if prctl(libc::PR_CAPBSET_DROP, cap).is_err() {
@@ -441,7 +448,7 @@ fn drop_capabilities() -> Result<(), String> {
         libc::PR_CAP_AMBIENT,
         libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
     )
-    .map_err(|e| format!("cannot clear the ambient capabilities: {e}"))?;
+    .map_err(CapError::ClearAmbient)?;
     let mut header = CapHeader {
         version: CAPABILITY_VERSION_3,
         pid: 0,
@@ -449,34 +456,54 @@ fn drop_capabilities() -> Result<(), String> {
     let none = [CapData::default(); 2];
     // SAFETY: a valid header and the two data words of version 3.
     if unsafe { libc::syscall(libc::SYS_capset, &mut header, none.as_ptr()) } != 0 {
-        return Err(format!(
-            "cannot drop the capabilities: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(CapError::Drop(io::Error::last_os_error()));
     }
-    prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(|e| format!("cannot set no_new_privs: {e}"))?;
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(CapError::SetNoNewPrivs)?;
 
     // Check rather than trust.
-    let after = capabilities().map_err(|e| format!("capget: {e}"))?;
+    let after = capabilities().map_err(CapError::Get)?;
     if after
         .iter()
         .any(|d| d.effective | d.permitted | d.inheritable != 0)
     {
-        return Err("capabilities are still held after dropping them".into());
+        return Err(CapError::StillHeld);
     }
     if prctl(libc::PR_GET_NO_NEW_PRIVS, 0).ok() != Some(1) {
-        return Err("no_new_privs is not set".into());
+        return Err(CapError::NoNewPrivsUnset);
     }
-    if bounding_set().map_err(|e| format!("cannot read the bounding set: {e}"))? != 0 {
-        return Err(
-            "the capability bounding set cannot be emptied (CAP_SETPCAP is missing)".into(),
-        );
+    if bounding_set().map_err(CapError::ReadBoundingSet)? != 0 {
+        return Err(CapError::BoundingSetKept);
     }
     let bits = prctl(libc::PR_GET_SECUREBITS, 0).unwrap_or(0) as libc::c_ulong;
     if bits & SECUREBITS != SECUREBITS {
-        return Err("the securebits cannot be locked (CAP_SETPCAP is missing)".into());
+        return Err(CapError::SecurebitsUnlocked);
     }
     Ok(())
+}
+
+/// Why the privileges of a command's init cannot be dropped for good.
+#[derive(Debug, thiserror::Error)]
+enum CapError {
+    #[error("capget: {0}")]
+    Get(io::Error),
+    #[error("cannot lock the securebits: {0}")]
+    LockSecurebits(io::Error),
+    #[error("cannot clear the ambient capabilities: {0}")]
+    ClearAmbient(io::Error),
+    #[error("cannot drop the capabilities: {0}")]
+    Drop(io::Error),
+    #[error("cannot set no_new_privs: {0}")]
+    SetNoNewPrivs(io::Error),
+    #[error("capabilities are still held after dropping them")]
+    StillHeld,
+    #[error("no_new_privs is not set")]
+    NoNewPrivsUnset,
+    #[error("cannot read the bounding set: {0}")]
+    ReadBoundingSet(io::Error),
+    #[error("the capability bounding set cannot be emptied (CAP_SETPCAP is missing)")]
+    BoundingSetKept,
+    #[error("the securebits cannot be locked (CAP_SETPCAP is missing)")]
+    SecurebitsUnlocked,
 }
 
 /// The capability bounding set of this process, as `/proc/self/status` gives it.

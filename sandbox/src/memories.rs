@@ -46,18 +46,21 @@ impl Memories {
         let Some(bytes) = bytes else {
             return memory;
         };
-        let first = Cgroups::first(bytes).and_then(|(cgroups, first)| {
-            wire::send(zygote.as_fd(), &ToZygote::Enter, &[first.join()])
-                .map_err(|e| format!("cannot reach the sandbox's zygote: {e}"))?;
-            match wire::recv::<FromZygote>(zygote.as_fd()) {
-                Ok(Some((FromZygote::Entered { failed: None }, _))) => Ok((cgroups, first)),
-                Ok(Some((FromZygote::Entered { failed: Some(why) }, _))) => {
-                    first.remove();
-                    Err(why)
-                }
-                _ => Err("the sandbox's zygote did not answer".into()),
-            }
-        });
+        let first =
+            Cgroups::first(bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|(cgroups, first)| {
+                    wire::send(zygote.as_fd(), &ToZygote::Enter, &[first.join()])
+                        .map_err(|e| format!("cannot reach the sandbox's zygote: {e}"))?;
+                    match wire::recv::<FromZygote>(zygote.as_fd()) {
+                        Ok(Some((FromZygote::Entered { failed: None }, _))) => Ok((cgroups, first)),
+                        Ok(Some((FromZygote::Entered { failed: Some(why) }, _))) => {
+                            first.remove();
+                            Err(why)
+                        }
+                        _ => Err("the sandbox's zygote did not answer".into()),
+                    }
+                });
         match first {
             Ok((cgroups, first)) => {
                 memory.cgroups = Some(cgroups);
@@ -101,7 +104,7 @@ impl Memories {
         {
             match cgroups.make() {
                 Ok(cgroup) => self.spare = Some(cgroup),
-                Err(why) => self.missing = Some(why),
+                Err(why) => self.missing = Some(why.to_string()),
             }
         }
     }

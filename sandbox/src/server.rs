@@ -45,7 +45,7 @@ use super::proxy::{self, Proxy};
 use super::receipt::{self, Memory};
 use super::refused::{CannotRun, Part};
 use super::shield::Shield;
-use super::view::Sources;
+use super::view::{self, Sources, ViewError};
 use super::wire::{self, FromZygote, Report, Setup, ToHelper, ToZygote};
 use super::zygote::{self, Zygote};
 use super::{DEFAULT_MEMORY_LIMIT, Layer, Network, Policy, Status};
@@ -622,16 +622,14 @@ fn write_report(report: &Mutex<File>, line: &Report) {
 }
 
 /// The workspace and the extra paths of `policy`, canonical.
-fn granted(policy: &Policy) -> Result<Vec<PathBuf>, String> {
+fn granted(policy: &Policy) -> Result<Vec<PathBuf>, ViewError> {
     let mut trees = vec![policy.workspace.clone()];
     for (paths, what) in [
         (&policy.extra_read, "readable"),
         (&policy.extra_write, "writable"),
     ] {
         for path in paths {
-            trees.push(path.canonicalize().map_err(|e| {
-                format!("the extra {what} path {} is unusable: {e}", path.display())
-            })?);
+            trees.push(view::extra(path, what)?);
         }
     }
     Ok(trees)

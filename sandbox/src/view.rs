@@ -89,12 +89,7 @@ impl Sources {
             (&policy.extra_write, Access::Writable, "writable"),
         ] {
             for path in paths {
-                let real = path.canonicalize().map_err(|source| ViewError::Extra {
-                    what,
-                    path: path.clone(),
-                    source,
-                })?;
-                granted.push((real, access));
+                granted.push((extra(path, what)?, access));
             }
         }
         granted.sort_by_key(|(path, _)| path.components().count());
@@ -174,6 +169,16 @@ pub(super) enum ViewError {
         path: PathBuf,
         source: io::Error,
     },
+}
+
+/// `path`, an extra path of a policy (`what`: readable or writable), canonical: it must
+/// exist.
+pub(super) fn extra(path: &Path, what: &'static str) -> Result<PathBuf, ViewError> {
+    path.canonicalize().map_err(|source| ViewError::Extra {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The view, as built.
