@@ -282,17 +282,35 @@ const DROPPED: [&str; 6] = [
     "host",
 ];
 
+/// What is wrong with a request the proxy was sent, for its `400` answer.
+#[derive(Debug, thiserror::Error)]
+enum BadRequest {
+    #[error("an incomplete request head")]
+    Incomplete,
+    #[error("a malformed request ({0})")]
+    Malformed(httparse::Error),
+    #[error("a request without a method or target")]
+    NoTarget,
+    #[error(
+        "cordon's proxy takes CONNECT host:port and http:// URLs, not {0:?}; HTTPS goes through \
+         CONNECT (HTTPS_PROXY)"
+    )]
+    NotHttp(String),
+    #[error("{0:?} is not host:port")]
+    NotHostPort(String),
+}
+
 impl Request {
-    fn parse(head: &[u8]) -> Result<Request, String> {
+    fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         let mut headers = [httparse::EMPTY_HEADER; 128];
         let mut parsed = httparse::Request::new(&mut headers);
         match parsed.parse(head) {
             Ok(httparse::Status::Complete(_)) => {}
-            Ok(httparse::Status::Partial) => return Err("an incomplete request head".into()),
-            Err(e) => return Err(format!("a malformed request ({e})")),
+            Ok(httparse::Status::Partial) => return Err(BadRequest::Incomplete),
+            Err(e) => return Err(BadRequest::Malformed(e)),
         }
         let (Some(method), Some(target)) = (parsed.method, parsed.path) else {
-            return Err("a request without a method or target".into());
+            return Err(BadRequest::NoTarget);
         };
         if method.eq_ignore_ascii_case("CONNECT") {
             let (host, port) = authority(target, None)?;
@@ -307,10 +325,7 @@ impl Request {
             .filter(|scheme| scheme.eq_ignore_ascii_case("http://"))
             .map(|_| &target[7..])
         else {
-            return Err(format!(
-                "cordon's proxy takes CONNECT host:port and http:// URLs, not {target:?}; \
-                 HTTPS goes through CONNECT (HTTPS_PROXY)"
-            ));
+            return Err(BadRequest::NotHttp(target.to_string()));
         };
         let split = rest.find(['/', '?']).unwrap_or(rest.len());
         let (host, port) = authority(&rest[..split], Some(80))?;
@@ -343,9 +358,9 @@ impl Request {
 }
 
 /// `host:port` or `[v6]:port` (the port may be left out when `default` is given).
-fn authority(text: &str, default: Option<u16>) -> Result<(String, u16), String> {
+fn authority(text: &str, default: Option<u16>) -> Result<(String, u16), BadRequest> {
     let text = text.rsplit_once('@').map_or(text, |(_, host)| host);
-    let malformed = || format!("{text:?} is not host:port");
+    let malformed = || BadRequest::NotHostPort(text.to_string());
     let (host, port) = match text.strip_prefix('[') {
         Some(rest) => {
             let (host, after) = rest.split_once(']').ok_or_else(malformed)?;

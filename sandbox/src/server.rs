@@ -600,9 +600,8 @@ impl Server {
 
 /// Starts the proxy of one command: a thread that receives the listening socket the
 /// command's init hands over, and serves it. The end of the socket pair to give the init.
-fn start_proxy(proxy: &Arc<Proxy>) -> Result<OwnedFd, String> {
-    let (ours, theirs) = process::socket_pair()
-        .map_err(|e| format!("cannot create the proxy's socket pair: {e}"))?;
+fn start_proxy(proxy: &Arc<Proxy>) -> Result<OwnedFd, ProxyStartError> {
+    let (ours, theirs) = process::socket_pair().map_err(ProxyStartError::SocketPair)?;
     let proxy = proxy.clone();
     std::thread::Builder::new()
         .spawn(move || {
@@ -610,8 +609,17 @@ fn start_proxy(proxy: &Arc<Proxy>) -> Result<OwnedFd, String> {
                 proxy.serve(listener);
             }
         })
-        .map_err(|e| format!("cannot start the proxy: {e}"))?;
+        .map_err(ProxyStartError::Thread)?;
     Ok(theirs)
+}
+
+/// Why a command's proxy cannot be started.
+#[derive(Debug, thiserror::Error)]
+enum ProxyStartError {
+    #[error("cannot create the proxy's socket pair: {0}")]
+    SocketPair(io::Error),
+    #[error("cannot start the proxy: {0}")]
+    Thread(io::Error),
 }
 
 /// Writes `report` as the last line of a command's report pipe.
