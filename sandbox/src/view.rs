@@ -108,7 +108,11 @@ impl Sources {
                 let dir = path.is_dir();
                 // A layer's keeper already shows it as the command's own (see `layer`).
                 if let Some(socket) = policy.layer.as_deref().filter(|_| path == policy.workspace) {
-                    let tree = super::layer::receive(socket).map_err(ViewError::Layer)?;
+                    let tree =
+                        super::layer::receive(socket).map_err(|source| ViewError::Layer {
+                            socket: socket.to_path_buf(),
+                            source,
+                        })?;
                     return Ok((path, Entry::Tree(tree, access, dir)));
                 }
                 let tree = ns::open_tree(&path).map_err(|e| opening(&path, e))?;
@@ -149,9 +153,12 @@ pub(super) enum ViewError {
         path.display()
     )]
     Idmap { path: PathBuf, source: io::Error },
-    /// The keeper of the workspace's layer did not hand it over.
-    #[error("{0}")]
-    Layer(String),
+    /// The keeper of the workspace's layer, listening at `socket`, did not hand it over.
+    #[error(
+        "cannot get the workspace's layer from its keeper at {}: {source}",
+        socket.display()
+    )]
+    Layer { socket: PathBuf, source: io::Error },
     /// A step of building the view the zygote keeps; the path as commands see it.
     #[error("cannot build the command's view: {doing} {}: {source}", path.display())]
     Build {
