@@ -62,7 +62,7 @@ pub(super) fn serve() -> ! {
         Ok(Some((setup, _))) => setup,
         _ => std::process::exit(1),
     };
-    match Server::start(setup, host.as_raw_fd()) {
+    match ServingHelper::start(setup, host.as_raw_fd()) {
         Ok(mut server) => server.serve(&host),
         Err(why) => refuse(&host, &why),
     }
@@ -93,7 +93,7 @@ fn refuse(host: &OwnedFd, why: &CannotRun) {
 }
 
 /// The helper of a shell whose sandbox is set up.
-struct Server {
+struct ServingHelper {
     setup: Setup,
     zygote: libc::pid_t,
     socket: OwnedFd,
@@ -107,7 +107,7 @@ struct Server {
     shield: Shield,
     /// The notices of what was set aside while commands ran, for the next command to end.
     judged: Vec<String>,
-    covers: Covers,
+    covers: CoverGenerations,
     /// The ready init the zygote offered, when the offer still holds.
     offered: Option<Offered>,
     /// How many calls the zygote has been sent ([`ToZygote::Fork`] or [`ToZygote::Took`]).
@@ -127,13 +127,13 @@ struct Offered {
 /// The generations of what commands' views cover: the protected paths, as the shield counts
 /// them, and the hidden paths that exist.
 #[derive(Default)]
-struct Covers {
+struct CoverGenerations {
     shield: u64,
     hidden: Vec<Vec<u8>>,
     generation: u64,
 }
 
-impl Covers {
+impl CoverGenerations {
     /// The generation of covering the shield's generation `shield` and `hidden`: a new one
     /// when either changed since the command before.
     fn generation(&mut self, shield: u64, hidden: &[Vec<u8>]) -> u64 {
@@ -184,14 +184,14 @@ impl Call {
     }
 }
 
-impl Server {
+impl ServingHelper {
     /// Sets up the sandbox of `setup`: the zygote, ready for commands. `host` is the host's
     /// socket, which the zygote must not keep open.
-    fn start(setup: Setup, host: i32) -> Result<Server, CannotRun> {
+    fn start(setup: Setup, host: i32) -> Result<ServingHelper, CannotRun> {
         let helper = |why: String| CannotRun::failed(Part::Helper, why);
         let namespaces = |why: String| CannotRun::unconfinable(Part::Namespaces, why);
         // The inits of a zygote that dies come to the helper, which can then tell when they
-        // are gone ([`Server::end`]).
+        // are gone ([`ServingHelper::end`]).
         // SAFETY: a plain prctl.
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
             return Err(helper(format!(
@@ -265,7 +265,7 @@ impl Server {
             }
         }
         let memory = Memories::start(setup.policy.memory_limit, &ours);
-        Ok(Server {
+        Ok(ServingHelper {
             setup,
             zygote: pid,
             socket: ours,
@@ -275,7 +275,7 @@ impl Server {
             calls: HashMap::new(),
             shield,
             judged: Vec::new(),
-            covers: Covers::default(),
+            covers: CoverGenerations::default(),
             offered: None,
             sent: 0,
         })

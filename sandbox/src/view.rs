@@ -396,7 +396,7 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), ViewError> {
 }
 
 /// What of a command's workspace is covered in its view.
-pub(super) struct Covers<'a> {
+pub(super) struct ToCover<'a> {
     /// The workspace, as the view shows it.
     pub workspace: &'a Path,
     /// The protected paths, relative to the workspace (each exists: a stand-in for a missing
@@ -407,7 +407,7 @@ pub(super) struct Covers<'a> {
 }
 
 /// Mounts the covers of `covers` in the calling process's mount namespace (a command's).
-pub(super) fn cover(covers: &Covers) -> Result<(), ViewError> {
+pub(super) fn cover(covers: &ToCover) -> Result<(), ViewError> {
     // Read-only whatever the grants above them, opened beneath the workspace without
     // following a link.
     if !covers.protected.is_empty() {

@@ -82,7 +82,7 @@ pub(super) fn main(mut zygote: Zygote, go: OwnedFd, socket: OwnedFd) -> ! {
     match set_up(&mut zygote) {
         Ok(ready) => {
             let _ = wire::send(socket.as_fd(), &FromZygote::Ready, &[]);
-            Server {
+            ServingZygote {
                 zygote: &zygote,
                 ready: &ready,
                 socket: &socket,
@@ -127,13 +127,13 @@ struct Spare {
     mounts: Option<OwnedFd>,
     /// Whether it ended without getting ready: its status says why.
     failed: bool,
-    /// The generation of covers mounted in it ([`Covers`]).
+    /// The generation of covers mounted in it ([`LastCovers`]).
     covered: Option<u64>,
 }
 
 /// What the last command's view covered, which the next command's most likely covers too:
 /// a ready init is covered so ahead, and again only when its command's generation differs.
-struct Covers {
+struct LastCovers {
     generation: u64,
     protected: Vec<String>,
     hidden: Vec<Vec<u8>>,
@@ -184,7 +184,7 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, CannotRun> {
 }
 
 /// The zygote at work.
-struct Server<'a> {
+struct ServingZygote<'a> {
     zygote: &'a Zygote,
     ready: &'a Ready,
     /// The helper's socket.
@@ -192,12 +192,12 @@ struct Server<'a> {
     running: HashMap<u64, Running>,
     /// The init of the next command, when there is one ready ahead.
     spare: Option<Spare>,
-    covers: Option<Covers>,
+    covers: Option<LastCovers>,
     /// How many calls the helper has sent ([`ToZygote::Fork`] or [`ToZygote::Took`]).
     calls: u64,
 }
 
-impl Server<'_> {
+impl ServingZygote<'_> {
     /// Starts, follows and kills commands as the helper asks, until it goes away.
     fn serve(&mut self) {
         loop {
@@ -515,7 +515,7 @@ impl Server<'_> {
             signal(spare.pid);
             return Err(refused(spare));
         };
-        let covers = Covers {
+        let covers = LastCovers {
             generation,
             protected,
             hidden,
@@ -567,9 +567,9 @@ fn cover(
     zygote: &Zygote,
     ready: &Ready,
     mounts: &OwnedFd,
-    covers: &Covers,
+    covers: &LastCovers,
 ) -> Result<(), ViewError> {
-    let view = view::Covers {
+    let view = view::ToCover {
         workspace: &zygote.setup.policy.workspace,
         protected: &covers.protected,
         hidden: &covers.hidden,
