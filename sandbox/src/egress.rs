@@ -228,7 +228,7 @@ pub struct Blocked {
 /// Why a connection cannot be made: the host is not on the list, its address is refused, or
 /// it cannot be reached.
 #[derive(Debug)]
-pub enum Refusal {
+pub enum NoConnection {
     /// No pattern allows the name and port (the user may be asked).
     Unlisted(Blocked),
     Blocked(Blocked),
@@ -237,7 +237,7 @@ pub enum Refusal {
 
 impl Allowlist {
     /// The addresses to connect to for the client's `host` and `port`, each checked.
-    pub fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
+    pub fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, NoConnection> {
         let target = format!("{}:{port}", bracketed(host));
         let Some(asked) = Asked::parse(host).filter(|asked| self.listed(asked, port)) else {
             let set = match Asked::parse(host) {
@@ -250,7 +250,7 @@ impl Allowlist {
                     Setting::AllowDomainSet(set.to_string())
                 )
             });
-            return Err(Refusal::Unlisted(Blocked {
+            return Err(NoConnection::Unlisted(Blocked {
                 line: format!(
                     "[network: blocked {target}; allow it with {}{or_set}]",
                     Setting::AllowDomain(suggestion(host, port))
@@ -265,7 +265,7 @@ impl Allowlist {
                 Some((_, address)) => return Ok(vec![SocketAddr::new(*address, port)]),
                 None => (name.as_str(), port)
                     .to_socket_addrs()
-                    .map_err(|e| Refusal::Unreachable(format!("cannot resolve {name}: {e}")))?
+                    .map_err(|e| NoConnection::Unreachable(format!("cannot resolve {name}: {e}")))?
                     .collect(),
             },
         };
@@ -276,7 +276,7 @@ impl Allowlist {
         });
         match (allowed.is_empty(), inner.first()) {
             (false, _) => Ok(allowed),
-            (true, Some(addr)) => Err(Refusal::Blocked(Blocked {
+            (true, Some(addr)) => Err(NoConnection::Blocked(Blocked {
                 line: format!(
                     "[network: blocked {target}: it resolves to {ip}, a {kind} address; allow \
                      that address with {}]",
@@ -286,7 +286,7 @@ impl Allowlist {
                 ),
                 target,
             })),
-            (true, None) => Err(Refusal::Unreachable(format!("{host} has no address"))),
+            (true, None) => Err(NoConnection::Unreachable(format!("{host} has no address"))),
         }
     }
 
@@ -396,9 +396,9 @@ mod tests {
         }
     }
 
-    fn blocked(result: Result<Vec<SocketAddr>, Refusal>) -> String {
+    fn blocked(result: Result<Vec<SocketAddr>, NoConnection>) -> String {
         match result {
-            Err(Refusal::Blocked(blocked) | Refusal::Unlisted(blocked)) => blocked.line,
+            Err(NoConnection::Blocked(blocked) | NoConnection::Unlisted(blocked)) => blocked.line,
             other => panic!("not blocked: {other:?}"),
         }
     }
@@ -485,13 +485,13 @@ mod tests {
         let mut allow = list(&[]);
         assert!(matches!(
             allow.decide("8.8.8.8", 53),
-            Err(Refusal::Unlisted(_))
+            Err(NoConnection::Unlisted(_))
         ));
         allow.allow("8.8.8.8", 53);
         assert!(allow.decide("8.8.8.8", 53).is_ok());
         assert!(matches!(
             allow.decide("8.8.8.8", 443),
-            Err(Refusal::Unlisted(_))
+            Err(NoConnection::Unlisted(_))
         ));
         assert_eq!(allow.describe(), "8.8.8.8:53");
     }

@@ -29,7 +29,7 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
-use super::egress::{self, Allowlist, Blocked, Refusal};
+use super::egress::{self, Allowlist, Blocked, NoConnection};
 use super::wire;
 
 /// The proxy's port on the loopback of every command's network namespace.
@@ -157,12 +157,12 @@ impl Proxy {
         };
         let addresses = match self.decide(&request.host, request.port) {
             Ok(addresses) => addresses,
-            Err(Refusal::Blocked(blocked) | Refusal::Unlisted(blocked)) => {
+            Err(NoConnection::Blocked(blocked) | NoConnection::Unlisted(blocked)) => {
                 let line = blocked.line.clone();
                 self.remember(blocked);
                 return respond(&mut client, 403, &line);
             }
-            Err(Refusal::Unreachable(why)) => {
+            Err(NoConnection::Unreachable(why)) => {
                 return respond(&mut client, 502, &format!("[network: {why}]"));
             }
         };
@@ -186,25 +186,26 @@ impl Proxy {
     }
 
     /// [`Allowlist::decide`], asking the user about a host off the list when it may.
-    fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
+    fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, NoConnection> {
         // A copy: resolving must not hold up the other connections.
         let allowlist = || self.allowlist.lock().map(|a| a.clone()).unwrap_or_default();
         match allowlist().decide(host, port) {
-            Err(Refusal::Unlisted(blocked)) => {
+            Err(NoConnection::Unlisted(blocked)) => {
                 let Some(answers) = &self.answers else {
-                    return Err(Refusal::Unlisted(blocked));
+                    return Err(NoConnection::Unlisted(blocked));
                 };
                 // One question at a time; an answer given meanwhile counts.
                 let Ok(mut answers) = answers.lock() else {
-                    return Err(Refusal::Unlisted(blocked));
+                    return Err(NoConnection::Unlisted(blocked));
                 };
-                if let ok @ (Ok(_) | Err(Refusal::Blocked(_))) = allowlist().decide(host, port) {
+                if let ok @ (Ok(_) | Err(NoConnection::Blocked(_))) = allowlist().decide(host, port)
+                {
                     return ok;
                 }
                 if self.blocked().iter().any(|b| b.target == blocked.target)
                     || !ask(&self.report, &mut answers, host, port)
                 {
-                    return Err(Refusal::Unlisted(blocked));
+                    return Err(NoConnection::Unlisted(blocked));
                 }
                 if let Ok(mut list) = self.allowlist.lock() {
                     list.allow(host, port);
