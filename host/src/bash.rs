@@ -269,6 +269,25 @@ mod tests {
             .collect()
     }
 
+    /// The library tells an embedder the setting as its config file and `Settings` call it;
+    /// only the cordon binary, which installs its flags, names `--bash-home`.
+    #[test]
+    fn an_embedder_is_told_the_setting_not_the_flag() {
+        assert_eq!(
+            SettingsError::NoDataDir.to_string(),
+            "no home for bash commands: cordon's data directory is unknown (neither \
+             XDG_DATA_HOME nor HOME is set); pass [bash] home = \"private\" or a directory"
+        );
+        let network = crate::network::NetworkError::Unconfined.to_string();
+        assert!(
+            network.starts_with(
+                "an allowlist of hosts ([network] allow) cannot be enforced with [bash] \
+                 unconfined = true,"
+            ),
+            "{network}"
+        );
+    }
+
     #[test]
     fn secrets_pass_only_when_named_exactly() {
         let host = env(&[
