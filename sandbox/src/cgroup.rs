@@ -15,6 +15,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a shell's memory cgroups are made: below the helper's own cgroup, in the hierarchy
@@ -57,6 +58,35 @@ pub(super) enum CgroupError {
     /// Why each hierarchy tried failed.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Tried(Vec<CgroupError>),
+}
+
+/// Why the zygote did not move into the memory cgroup it was given; it tells the helper.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+pub(super) enum NotEntered {
+    #[error("no memory cgroup came to move into")]
+    NoCgroup,
+    /// The system's error, as text: it crosses to the helper.
+    #[error("cannot move into a memory cgroup: {0}")]
+    Write(String),
+}
+
+/// Why commands have no memory cgroups of their own (they are bounded per process instead).
+#[derive(Clone, Debug, thiserror::Error)]
+pub(super) enum NoCgroup {
+    #[error(transparent)]
+    Made(Arc<CgroupError>),
+    #[error(transparent)]
+    Entered(NotEntered),
+    #[error("cannot reach the sandbox's zygote: {0}")]
+    Zygote(Arc<std::io::Error>),
+    #[error("the sandbox's zygote did not answer")]
+    NoAnswer,
+}
+
+impl From<CgroupError> for NoCgroup {
+    fn from(e: CgroupError) -> Self {
+        NoCgroup::Made(Arc::new(e))
+    }
 }
 
 impl Cgroups {

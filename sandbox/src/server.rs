@@ -35,7 +35,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::cgroup::Cgroup;
+use super::cgroup::{Cgroup, NoCgroup};
 use super::confine;
 use super::init::Go;
 use super::memories::Memories;
@@ -479,7 +479,7 @@ impl ServingHelper {
                     if let Some(unused) = std::mem::replace(&mut self.memory.current, held) {
                         unused.remove();
                     }
-                    self.memory.missing = Some(why);
+                    self.memory.missing = Some(NoCgroup::Entered(why));
                 }
                 true
             }

@@ -24,6 +24,7 @@ use rustix::net::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use super::cgroup::NotEntered;
 use super::{Blocked, CannotRun, Layer, Policy, Status};
 
 /// What the host sends a shell's helper first: the policy of every command, as itself.
@@ -111,13 +112,13 @@ pub(super) enum FromZygote {
     /// The sandbox cannot be set up, for this reason.
     Refused { why: CannotRun },
     /// The zygote moved into the memory cgroup it was given, or could not, for this reason.
-    Entered { failed: Option<String> },
+    Entered { failed: Option<NotEntered> },
     /// Call `id` has its init (in the memory cgroup the zygote was in); the zygote then moved
     /// into the next one, when given one, or could not, for this reason. In a shell of many
     /// commands it comes with the read end of the pipe the init writes bash's status to, for
     /// the helper to hear it first-hand (unless the helper took the init offered, whose pipe
     /// it holds).
-    Started { id: u64, failed: Option<String> },
+    Started { id: u64, failed: Option<NotEntered> },
     /// The ready init, covered for `generation`, which the helper may hand the next command to
     /// itself (one hop fewer on the command's way in) when it covers the same and the zygote
     /// has been sent `serial` calls so far ([`ToZygote::Fork`] or [`ToZygote::Took`]): an

@@ -26,6 +26,7 @@ use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use super::cgroup::NotEntered;
 use super::confine::{Plan, Rules};
 use super::init::{self, Go, Prepared};
 use super::ns;
@@ -621,13 +622,13 @@ fn pollfd(fd: i32) -> libc::pollfd {
 }
 
 /// Moves the zygote into the memory cgroup whose task file is `join`: why it could not.
-fn enter(join: Option<&OwnedFd>) -> Option<String> {
+fn enter(join: Option<&OwnedFd>) -> Option<NotEntered> {
     let Some(join) = join else {
-        return Some("no memory cgroup came to move into".into());
+        return Some(NotEntered::NoCgroup);
     };
     match rustix::io::write(join, b"0") {
         Ok(_) => None,
-        Err(e) => Some(format!("cannot move into a memory cgroup: {e}")),
+        Err(e) => Some(NotEntered::Write(e.to_string())),
     }
 }
 
