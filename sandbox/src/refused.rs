@@ -21,10 +21,9 @@ pub enum Part {
     Privileges,
     /// Resource limits (`RLIMIT_*`).
     Limits,
-    /// The user, PID, mount, IPC, UTS, cgroup and network namespaces.
+    /// The user, PID, mount, IPC, UTS, cgroup and network namespaces. (A memory cgroup that
+    /// cannot be made refuses nothing: commands are then bounded per process.)
     Namespaces,
-    /// The memory cgroup.
-    Cgroup,
     /// The command's view of the file system.
     View,
     /// The proxy of an allowlist.
