@@ -7,6 +7,7 @@ use std::sync::LazyLock;
 use clap::{Args, Parser, Subcommand};
 use cordon::Options;
 use cordon::session::Mode;
+use cordon::shell::Setting;
 
 /// `cordon --version`: cordon's, and the versions of the plugin contract it serves.
 static VERSION: LazyLock<String> = LazyLock::new(|| {
@@ -256,5 +257,38 @@ impl From<Permissions> for Mode {
             Permissions::Ask => Mode::Ask,
             Permissions::Deny => Mode::Deny,
         }
+    }
+}
+
+/// The wording of the settings that cordon's texts name: the flag that sets each, so that a
+/// user is told what to type (installed first thing in `main`).
+pub fn flag(setting: &Setting) -> String {
+    match setting {
+        Setting::AllowDomain(host) => format!("--allow-domain {host}"),
+        Setting::AllowDomainSet(set) => format!("--allow-domain @{set}"),
+        Setting::Allowlist => "--allow-domain".into(),
+        Setting::BashNetwork => "--bash-network".into(),
+        Setting::Unprotect(path) => format!("--unprotect {path}"),
+        Setting::AllowMissing(layer) => format!("--sandbox-allow-missing {layer}"),
+        Setting::Unconfined => "--unconfined-bash".into(),
+        Setting::Toolchains => "--toolchains".into(),
+        Setting::MaxTimeout => "--max-timeout".into(),
+        Setting::BashRead => "--bash-read".into(),
+        Setting::BashWrite => "--bash-write".into(),
+        Setting::BashPath => "--bash-path".into(),
+        Setting::BashHome(value) => valued("--bash-home", value),
+        Setting::Skills => "--skills".into(),
+        Setting::Plugins(value) => valued("--plugins", value),
+        Setting::CacheDir(value) => valued("--cache-dir", value),
+        Setting::Workspace => "--workspace".into(),
+        Setting::ConfigFile(value) => valued("--config", value),
+    }
+}
+
+/// `flag`, followed by its value when one is suggested.
+fn valued(flag: &str, value: &Option<String>) -> String {
+    match value {
+        Some(value) => format!("{flag} {value}"),
+        None => flag.to_string(),
     }
 }

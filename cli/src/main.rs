@@ -24,6 +24,8 @@ use args::{Cli, Command, PluginsCommand};
 const USAGE: u8 = 2;
 
 fn main() -> ExitCode {
+    // Texts name settings by their flags, in the sandbox helper too (this binary again).
+    cordon::shell::setting::install(args::flag);
     // The shell capability re-executes this binary as its sandbox helper; that path must run
     // before anything else starts threads.
     cordon::shell::run_helper_if_asked();

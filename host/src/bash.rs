@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config;
 use crate::settings::{Home, Layers, Variable};
-use crate::shell::{Policy, RESERVED};
+use crate::shell::{Policy, RESERVED, Setting};
 use crate::toolchains::{self, Toolchain};
 
 /// Why the bash settings cannot be used.
@@ -16,7 +16,7 @@ use crate::toolchains::{self, Toolchain};
 pub enum SettingsError {
     #[error(
         "cannot use {} as the home of bash commands: {source}. Pass an existing directory, or \
-         `private`, with --bash-home", path.display()
+         `private`, with {}", path.display(), Setting::BashHome(None)
     )]
     Home {
         path: PathBuf,
@@ -24,7 +24,8 @@ pub enum SettingsError {
     },
     #[error(
         "no home for bash commands: cordon's data directory is unknown (neither XDG_DATA_HOME \
-         nor HOME is set); pass --bash-home private or a directory"
+         nor HOME is set); pass {} or a directory",
+        Setting::BashHome(Some("private".into()))
     )]
     NoDataDir,
 }
@@ -266,6 +267,25 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// The library tells an embedder the setting as its config file and `Settings` call it;
+    /// only the cordon binary, which installs its flags, names `--bash-home`.
+    #[test]
+    fn an_embedder_is_told_the_setting_not_the_flag() {
+        assert_eq!(
+            SettingsError::NoDataDir.to_string(),
+            "no home for bash commands: cordon's data directory is unknown (neither \
+             XDG_DATA_HOME nor HOME is set); pass [bash] home = \"private\" or a directory"
+        );
+        let network = crate::network::NetworkError::Unconfined.to_string();
+        assert!(
+            network.starts_with(
+                "an allowlist of hosts ([network] allow) cannot be enforced with [bash] \
+                 unconfined = true,"
+            ),
+            "{network}"
+        );
     }
 
     #[test]

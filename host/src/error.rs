@@ -9,18 +9,23 @@
 
 use std::path::PathBuf;
 
+use crate::shell::Setting;
+
 /// Why the runtime or a plugin could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "cannot use {path} as the workspace: {source}. Pass an existing directory with --workspace"
+        "cannot use {path} as the workspace: {source}. Pass an existing directory with {setting}",
+        setting = Setting::Workspace
     )]
     Workspace {
         path: PathBuf,
         source: std::io::Error,
     },
     #[error(
-        "cannot use {path} as the skills directory: {source}. Pass an existing directory with --skills"
+        "cannot use {path} as the skills directory: {source}. Pass an existing directory with \
+         {setting}",
+        setting = Setting::Skills
     )]
     Skills {
         path: PathBuf,
@@ -35,8 +40,9 @@ pub enum Error {
     #[error(transparent)]
     Network(#[from] crate::network::NetworkError),
     #[error(
-        "cannot read the plugin directory {}: {source}. Pass an existing directory with --plugins",
-        path.display()
+        "cannot read the plugin directory {}: {source}. Pass an existing directory with {}",
+        path.display(),
+        Setting::Plugins(None)
     )]
     PluginDir {
         path: PathBuf,

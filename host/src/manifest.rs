@@ -559,7 +559,12 @@ pub fn spec(path: &Path, resolved: &Resolved) -> Result<Spec, Error> {
         .clone()
         .or_else(config::config_file)
         .map_or_else(
-            || "cordon's config file (--config)".to_string(),
+            || {
+                format!(
+                    "cordon's config file ({})",
+                    crate::shell::Setting::ConfigFile(None)
+                )
+            },
             |p| p.display().to_string(),
         );
     let decision = manifest

@@ -3,14 +3,16 @@
 //! (the whole network) wins over an allowlist; neither: nothing.
 
 use crate::settings::Layers;
-use crate::shell::{Allowlist, Network};
+use crate::shell::{Allowlist, Network, Setting};
 
 /// Why the network settings cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum NetworkError {
     #[error(
-        "an allowlist of hosts (--allow-domain, [network] allow) cannot be enforced with \
-         --unconfined-bash, whose commands have the host's whole network; drop one of the two"
+        "an allowlist of hosts ({}) cannot be enforced with {}, whose commands have the host's \
+         whole network; drop one of the two",
+        Setting::Allowlist.and_key(),
+        Setting::Unconfined
     )]
     Unconfined,
 }

@@ -17,6 +17,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::config::config_dir;
 use crate::manifest;
 use crate::resolve::Resolved;
+use crate::shell::Setting;
 use crate::spec::{Source, Spec};
 
 /// Which of cordon's files a path is.
@@ -49,12 +50,15 @@ impl Role {
     }
 
     /// How the user puts a path of this role elsewhere.
-    fn way_out(self) -> &'static str {
+    fn way_out(self) -> String {
         match self {
-            Role::ConfigDir | Role::CacheKey => "XDG_CONFIG_HOME",
-            Role::ConfigFile => "--config FILE",
-            Role::CacheDir => "--cache-dir DIR or CORDON_CACHE_DIR",
-            Role::PluginDir | Role::PluginFile => "--plugins DIR",
+            Role::ConfigDir | Role::CacheKey => "XDG_CONFIG_HOME".into(),
+            Role::ConfigFile => Setting::ConfigFile(Some("FILE".into())).to_string(),
+            Role::CacheDir => format!(
+                "{} or CORDON_CACHE_DIR",
+                Setting::CacheDir(Some("DIR".into()))
+            ),
+            Role::PluginDir | Role::PluginFile => Setting::Plugins(Some("DIR".into())).to_string(),
         }
     }
 
@@ -92,11 +96,11 @@ impl std::fmt::Display for Holder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Holder::Workspace => f.write_str("bash and the edit tools may write (the workspace)"),
-            Holder::BashWrite => f.write_str("bash may write (--bash-write)"),
-            Holder::BashHome => f.write_str("bash may write (its home, --bash-home)"),
-            Holder::BashRead => f.write_str("bash may read (--bash-read)"),
+            Holder::BashWrite => write!(f, "bash may write ({})", Setting::BashWrite),
+            Holder::BashHome => write!(f, "bash may write (its home, {})", Setting::BashHome(None)),
+            Holder::BashRead => write!(f, "bash may read ({})", Setting::BashRead),
             Holder::System => f.write_str("bash may read (a system directory)"),
-            Holder::Skills => f.write_str("read_skill may read (--skills)"),
+            Holder::Skills => write!(f, "read_skill may read ({})", Setting::Skills),
             Holder::PluginWrite(name) => {
                 write!(f, "plugin {name} may write (a write grant of its manifest)")
             }
@@ -115,17 +119,24 @@ struct Grant {
 }
 
 /// The tail of every refusal: where each of cordon's paths comes from.
-const MOVE_HINT: &str = "cordon's cache: --cache-dir DIR, CORDON_CACHE_DIR or XDG_CACHE_HOME; \
-                         config directory and cache key: XDG_CONFIG_HOME; config file: --config FILE; \
-                         plugins: --plugins DIR";
+fn move_hint() -> String {
+    format!(
+        "cordon's cache: {}, CORDON_CACHE_DIR or XDG_CACHE_HOME; config directory and cache key: \
+         XDG_CONFIG_HOME; config file: {}; plugins: {}",
+        Setting::CacheDir(Some("DIR".into())),
+        Setting::ConfigFile(Some("FILE".into())),
+        Setting::Plugins(Some("DIR".into()))
+    )
+}
 
 /// Why cordon refuses to start with its own files where a tool could write them.
 #[derive(Debug, thiserror::Error)]
 pub enum Exposure {
     #[error(
         "cordon's {what} {shown} {relation} {grant}, which {writer}: a command could change \
-         what cordon loads at its next start. Move it out with {way}, or narrow the grant \
-         ({MOVE_HINT})"
+         what cordon loads at its next start. Move it out with {}, or narrow the grant ({})",
+        role.way_out(),
+        move_hint()
     )]
     Inside {
         what: &'static str,
@@ -134,24 +145,29 @@ pub enum Exposure {
         relation: &'static str,
         grant: PathBuf,
         writer: String,
-        way: &'static str,
+        /// What it is, which says how to move it.
+        role: Role,
     },
     #[error(
         "{grant}, which {writer}, lies inside cordon's {what} {shown}: a command could change \
-         what cordon loads at its next start. Narrow the grant, or move the {what} with {way} \
-         ({MOVE_HINT})"
+         what cordon loads at its next start. Narrow the grant, or move the {what} with {} \
+         ({})",
+        role.way_out(),
+        move_hint()
     )]
     Contains {
         what: &'static str,
         shown: String,
         grant: PathBuf,
         writer: String,
-        way: &'static str,
+        /// What it is, which says how to move it.
+        role: Role,
     },
     #[error(
         "cordon's cache key {shown} lies inside {grant}, which {reader}: a command could read it \
          and forge the compiled code cordon loads from its cache. Move it out with \
-         XDG_CONFIG_HOME, or narrow the grant ({MOVE_HINT})"
+         XDG_CONFIG_HOME, or narrow the grant ({})",
+        move_hint()
     )]
     Readable {
         shown: String,
@@ -216,11 +232,11 @@ pub fn check(own: &[Own], resolved: &Resolved, specs: &[Spec]) -> Result<(), Exp
             }
         };
         for grant in &writable {
-            let (what, grant_path, writer, way) = (
+            let (what, grant_path, writer, role) = (
                 path.role.what(),
                 grant.path.clone(),
                 grant.holder.to_string(),
-                path.role.way_out(),
+                path.role,
             );
             if path.resolved.starts_with(&grant.path) {
                 return Err(Exposure::Inside {
@@ -233,7 +249,7 @@ pub fn check(own: &[Own], resolved: &Resolved, specs: &[Spec]) -> Result<(), Exp
                     },
                     grant: grant_path,
                     writer,
-                    way,
+                    role,
                 });
             }
             if grant.path.starts_with(&path.resolved) {
@@ -242,7 +258,7 @@ pub fn check(own: &[Own], resolved: &Resolved, specs: &[Spec]) -> Result<(), Exp
                     shown: shown(),
                     grant: grant_path,
                     writer,
-                    way,
+                    role,
                 });
             }
         }

@@ -10,6 +10,33 @@ use std::path::Path;
 use super::proxy;
 use super::{ENVIRONMENT, Network, PATH, Policy, RESERVED};
 
+/// Why bash cannot be made ready, or started.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BashError {
+    #[error("bash is not installed (looked in {PATH})")]
+    NotInstalled,
+    #[error("the command or a path contains a NUL byte")]
+    Nul,
+    #[error("cannot create a pipe: {0}")]
+    Pipe(io::Error),
+    #[error("cannot fork: {0}")]
+    Fork(io::Error),
+    #[error("dup2: {0}")]
+    Dup(io::Error),
+    #[error("cannot enter the workspace: {0}")]
+    Workspace(io::Error),
+    #[error(
+        "the command is too long for bash -c (the kernel limits one argument to 128 KiB); write \
+         long content to a file in smaller steps"
+    )]
+    TooLong,
+    #[error("cannot run {path}: {source}")]
+    Exec { path: String, source: io::Error },
+    /// The child ended before it said how its start went.
+    #[error("bash could not be started")]
+    Unstarted,
+}
+
 /// bash, ready to exec a command: what does not depend on the command, made before it comes.
 pub(super) struct Bash {
     path: CString,
@@ -19,7 +46,7 @@ pub(super) struct Bash {
 
 impl Bash {
     /// bash as `policy` says, with `HOME` and `TMPDIR` set to `home` and `tmp`.
-    pub fn new(policy: &Policy, home: &Path, tmp: &Path) -> Result<Bash, String> {
+    pub fn new(policy: &Policy, home: &Path, tmp: &Path) -> Result<Bash, BashError> {
         Ok(Bash {
             path: find_bash()?,
             envp: environment(policy, home, tmp)?,
@@ -31,13 +58,12 @@ impl Bash {
     /// `posix_spawn` does: copying the address space for a child that execs at once costs
     /// 0.2–1 ms), this thread waiting meanwhile. Its pid once it has exec'd, or why it could
     /// not.
-    pub fn spawn(&self, command: &str, null: &OwnedFd) -> Result<libc::pid_t, String> {
+    pub fn spawn(&self, command: &str, null: &OwnedFd) -> Result<libc::pid_t, BashError> {
         let argv = ["bash", "--noprofile", "--norc", "-c", command]
             .iter()
             .map(|a| cstring(a.as_bytes()))
             .collect::<Result<Vec<_>, _>>()?;
-        let (error_read, error_write) =
-            super::process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+        let (error_read, error_write) = super::process::pipe().map_err(BashError::Pipe)?;
         // Nothing of this process but the output (1) and what the child dups reaches bash. Done
         // here, since the child may not allocate: this process never execs itself.
         // SAFETY: a flag set on this process's own descriptors.
@@ -77,7 +103,7 @@ impl Bash {
             )
         };
         if pid < 0 {
-            return Err(format!("cannot fork: {}", io::Error::last_os_error()));
+            return Err(BashError::Fork(io::Error::last_os_error()));
         }
         drop(error_write);
         // The child wrote where it failed, or nothing (the pipe closed on exec).
@@ -86,26 +112,22 @@ impl Bash {
         match <[u8; 5]>::try_from(said.as_slice()) {
             Ok([step, errno @ ..]) => Err(self.failure(step, i32::from_ne_bytes(errno))),
             // The child ended before a word (its parent seemed gone): reaped as any child.
-            Err(_) if !said.is_empty() => Err("bash could not be started".into()),
+            Err(_) if !said.is_empty() => Err(BashError::Unstarted),
             Err(_) => Ok(pid),
         }
     }
 
     /// Why bash could not be started, from the child's `step` and `errno`.
-    fn failure(&self, step: u8, errno: i32) -> String {
+    fn failure(&self, step: u8, errno: i32) -> BashError {
         let err = io::Error::from_raw_os_error(errno);
         match step {
-            DUP => format!("dup2: {err}"),
-            CHDIR => format!("cannot enter the workspace: {err}"),
-            _ if errno == libc::E2BIG => {
-                "the command is too long for bash -c (the kernel limits one argument to 128 KiB); \
-                 write long content to a file in smaller steps"
-                    .to_string()
-            }
-            _ => format!(
-                "cannot run {}: {err}",
-                String::from_utf8_lossy(self.path.as_bytes())
-            ),
+            DUP => BashError::Dup(err),
+            CHDIR => BashError::Workspace(err),
+            _ if errno == libc::E2BIG => BashError::TooLong,
+            _ => BashError::Exec {
+                path: String::from_utf8_lossy(self.path.as_bytes()).into_owned(),
+                source: err,
+            },
         }
     }
 }
@@ -186,11 +208,11 @@ extern "C" fn launch_bash(launch: *mut libc::c_void) -> libc::c_int {
 }
 
 /// The absolute path of bash, looked up in [`PATH`].
-fn find_bash() -> Result<CString, String> {
+fn find_bash() -> Result<CString, BashError> {
     PATH.split(':')
         .map(|dir| Path::new(dir).join("bash"))
         .find(|p| is_executable(p))
-        .ok_or_else(|| format!("bash is not installed (looked in {PATH})"))
+        .ok_or(BashError::NotInstalled)
         .and_then(|p| cstring(p.as_os_str().as_bytes()))
 }
 
@@ -206,7 +228,7 @@ fn is_executable(path: &Path) -> bool {
 /// after the policy's own directories, the proxy's variables when the command has an
 /// allowlist, then the policy's variables (which cannot replace `PATH`, `HOME`, `TMPDIR` or
 /// the proxy's).
-fn environment(policy: &Policy, home: &Path, tmp: &Path) -> Result<Vec<CString>, String> {
+fn environment(policy: &Policy, home: &Path, tmp: &Path) -> Result<Vec<CString>, BashError> {
     let mut path = Vec::new();
     for dir in &policy.path {
         path.extend_from_slice(dir.as_os_str().as_bytes());
@@ -256,8 +278,8 @@ fn environment(policy: &Policy, home: &Path, tmp: &Path) -> Result<Vec<CString>,
         .collect()
 }
 
-fn cstring(bytes: &[u8]) -> Result<CString, String> {
-    CString::new(bytes).map_err(|_| "the command or a path contains a NUL byte".to_string())
+fn cstring(bytes: &[u8]) -> Result<CString, BashError> {
+    CString::new(bytes).map_err(|_| BashError::Nul)
 }
 
 /// Marks every descriptor above 2 close-on-exec, for kernels without `close_range`.

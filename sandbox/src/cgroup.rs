@@ -15,6 +15,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a shell's memory cgroups are made: below the helper's own cgroup, in the hierarchy
@@ -37,14 +38,66 @@ pub(super) struct Cgroup {
     kills_before: u64,
 }
 
+/// Why no memory cgroup can be made for commands.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CgroupError {
+    #[error("cannot read {file}: {source}")]
+    Read {
+        file: &'static str,
+        source: std::io::Error,
+    },
+    /// A step on the cgroup directory `dir` failed: `doing` says which.
+    #[error("{doing} {}: {source}", dir.display())]
+    Step {
+        doing: &'static str,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no cgroup hierarchy with the memory controller is mounted")]
+    NoHierarchy,
+    /// Why each hierarchy tried failed.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Tried(Vec<CgroupError>),
+}
+
+/// Why the zygote did not move into the memory cgroup it was given; it tells the helper.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+pub(super) enum NotEntered {
+    #[error("no memory cgroup came to move into")]
+    NoCgroup,
+    /// The system's error, as text: it crosses to the helper.
+    #[error("cannot move into a memory cgroup: {0}")]
+    Write(String),
+}
+
+/// Why commands have no memory cgroups of their own (they are bounded per process instead).
+#[derive(Clone, Debug, thiserror::Error)]
+pub(super) enum NoCgroup {
+    #[error(transparent)]
+    Made(Arc<CgroupError>),
+    #[error(transparent)]
+    Entered(NotEntered),
+    #[error("cannot reach the sandbox's zygote: {0}")]
+    Zygote(Arc<std::io::Error>),
+    #[error("the sandbox's zygote did not answer")]
+    NoAnswer,
+}
+
+impl From<CgroupError> for NoCgroup {
+    fn from(e: CgroupError) -> Self {
+        NoCgroup::Made(Arc::new(e))
+    }
+}
+
 impl Cgroups {
     /// Finds where this helper may make cgroups limited to `bytes`, and makes the first one;
     /// or says why none can be made.
-    pub fn first(bytes: u64) -> Result<(Cgroups, Cgroup), String> {
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-        let own = std::fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+    pub fn first(bytes: u64) -> Result<(Cgroups, Cgroup), CgroupError> {
+        let read = |file: &'static str| {
+            std::fs::read_to_string(file).map_err(|source| CgroupError::Read { file, source })
+        };
+        let mounts = read("/proc/self/mountinfo")?;
+        let own = read("/proc/self/cgroup")?;
         let mut tried = Vec::new();
         for (parent, v2) in candidates(&mounts, &own) {
             if v2 && let Err(why) = enable_memory(&parent) {
@@ -63,18 +116,23 @@ impl Cgroups {
                 Err(why) => tried.push(why),
             }
         }
-        if tried.is_empty() {
-            tried.push("no cgroup hierarchy with the memory controller is mounted".to_string());
-        }
-        Err(tried.join("; "))
+        Err(match tried.len() {
+            0 => CgroupError::NoHierarchy,
+            1 => tried.remove(0),
+            _ => CgroupError::Tried(tried),
+        })
     }
 
     /// Creates `<parent>/cordon-bash-<helper pid>-<n>` for the next command, limited to the
     /// bytes, swap included.
-    pub fn make(&mut self) -> Result<Cgroup, String> {
+    pub fn make(&mut self) -> Result<Cgroup, CgroupError> {
         self.made += 1;
         let parent = &self.parent;
-        let what = |e: std::io::Error, doing: &str| format!("{doing} {}: {e}", parent.display());
+        let what = |source: std::io::Error, doing: &'static str| CgroupError::Step {
+            doing,
+            dir: parent.clone(),
+            source,
+        };
         // SAFETY: no arguments.
         let name = format!("cordon-bash-{}-{}", unsafe { libc::getpid() }, self.made);
         let dir = parent.join(name);
@@ -82,7 +140,7 @@ impl Cgroups {
         let _ = std::fs::remove_dir(&dir);
         std::fs::create_dir(&dir).map_err(|e| what(e, "cannot create a cgroup in"))?;
         let v2 = self.v2;
-        let setup = || -> Result<Cgroup, String> {
+        let setup = || -> Result<Cgroup, CgroupError> {
             let (limit, swap, join) = if v2 {
                 ("memory.max", "memory.swap.max", "cgroup.procs")
             } else {
@@ -289,8 +347,12 @@ fn has_memory(dir: &Path) -> bool {
 }
 
 /// Turns the memory controller on for the cgroups below `parent` (cgroup v2).
-fn enable_memory(parent: &Path) -> Result<(), String> {
-    let what = |e: std::io::Error, doing: &str| format!("{doing} {}: {e}", parent.display());
+fn enable_memory(parent: &Path) -> Result<(), CgroupError> {
+    let what = |source: std::io::Error, doing: &'static str| CgroupError::Step {
+        doing,
+        dir: parent.to_path_buf(),
+        source,
+    };
     let control = parent.join("cgroup.subtree_control");
     let enabled = std::fs::read_to_string(&control)
         .map_err(|e| what(e, "cannot read cgroup.subtree_control in"))?;

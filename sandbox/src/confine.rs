@@ -14,17 +14,18 @@ use landlock::{
 };
 use seccompiler::BpfProgram;
 
-use super::seccomp;
-use super::view::DEVICES;
+use super::refused::{CannotRun, Part};
+use super::seccomp::{self, NoFilter};
+use super::view::{self, DEVICES, ViewError};
 use super::{HOME, Policy, READ_ROOTS};
 
 /// The confinement of one command, ready to apply.
 pub(super) struct Plan {
     /// The kernel's Landlock ABI version and the one the ruleset targets, or why there is no
     /// Landlock (allowed by [`OPTIONAL_LAYERS`]).
-    landlock: Result<(i32, ABI), String>,
+    landlock: Result<(i32, ABI), NoLandlock>,
     /// The seccomp program, or why there is none (allowed likewise).
-    seccomp: Result<BpfProgram, String>,
+    seccomp: Result<BpfProgram, NoFilter>,
 }
 
 /// The layers a user may let commands run without (`--sandbox-allow-missing`): the others have
@@ -87,50 +88,41 @@ impl std::fmt::Display for OptionalLayer {
     }
 }
 
-/// What the refusal of a confined command says after naming the missing part.
-const ESCAPE_HATCH: &str = "start cordon with --unconfined-bash to run commands without the \
-                            kernel confinement (timeout, process-tree kill and output bound \
-                            still apply)";
-
-pub(super) fn refusal(missing: impl std::fmt::Display) -> String {
-    format!("bash cannot run confined: {missing}; {ESCAPE_HATCH}")
-}
-
 /// Prepares the confinement of `policy`, or says which part the kernel cannot enforce.
-pub(super) fn prepare(policy: &Policy) -> Result<Plan, String> {
-    let missing = |layer: OptionalLayer, why: String| {
+pub(super) fn prepare(policy: &Policy) -> Result<Plan, CannotRun> {
+    fn missing<E: std::fmt::Display>(
+        policy: &Policy,
+        layer: OptionalLayer,
+        why: E,
+    ) -> Result<E, CannotRun> {
         if policy.allow_missing.contains(&layer) {
             Ok(why)
         } else {
-            Err(format!(
-                "bash cannot run confined: {why}; start cordon with --sandbox-allow-missing \
-                 {layer} to run commands without this layer (the others still apply), or with \
-                 --unconfined-bash to run them without any kernel confinement"
-            ))
+            Err(CannotRun::Missing {
+                layer,
+                why: why.to_string(),
+            })
         }
-    };
+    }
     let landlock = match landlock_abi() {
         // Landlock confines connecting to pathname Unix sockets from ABI 9 on; before,
         // AF_UNIX sockets are refused altogether (see the crate documentation).
         Ok(version) if ABI::from(version) >= ABI::V9 => Ok((version, ABI::V9)),
         Ok(version) => Ok((version, ABI::V6)),
-        Err(why) => Err(missing(OptionalLayer::Landlock, why)?),
+        Err(why) => Err(missing(policy, OptionalLayer::Landlock, why)?),
     };
     let allow_unix = matches!(landlock, Ok((_, ABI::V9)));
     let seccomp = match seccomp::program(&policy.network, allow_unix) {
         Ok(filters) => Ok(filters),
-        Err(why) => Err(missing(OptionalLayer::Seccomp, why)?),
+        Err(why) => Err(missing(policy, OptionalLayer::Seccomp, why)?),
     };
     Ok(Plan { landlock, seccomp })
 }
 
 impl Plan {
     /// The kernel's Landlock ABI version, or why there is no Landlock.
-    pub fn landlock(&self) -> Result<i32, &str> {
-        self.landlock
-            .as_ref()
-            .map(|(v, _)| *v)
-            .map_err(String::as_str)
+    pub fn landlock(&self) -> Result<i32, &NoLandlock> {
+        self.landlock.as_ref().map(|(v, _)| *v)
     }
 
     /// The Landlock ABI the rules target, if there is Landlock.
@@ -139,34 +131,36 @@ impl Plan {
     }
 
     /// Why there is no seccomp filter, if there is none.
-    pub fn seccomp_missing(&self) -> Option<&str> {
-        self.seccomp.as_ref().err().map(String::as_str)
+    pub fn seccomp_missing(&self) -> Option<&NoFilter> {
+        self.seccomp.as_ref().err()
     }
 
     /// Confines the calling process (a command's init, single-threaded, in its view):
     /// Landlock after `rules` and at most `tasks` tasks in its user namespace.
-    pub fn apply(&self, rules: &Rules, tasks: u64) -> Result<(), String> {
+    pub fn apply(&self, rules: &Rules, tasks: u64) -> Result<(), CannotRun> {
         limit(libc::RLIMIT_CORE, 0)?;
         limit(libc::RLIMIT_NPROC, tasks)?;
+        let landlock = |e: LandlockError| CannotRun::unconfinable(Part::Landlock, e);
         let ruleset = match &self.landlock {
-            Ok((_, abi)) => Some(rules.ruleset(*abi)?),
+            Ok((_, abi)) => Some(rules.ruleset(*abi).map_err(landlock)?),
             Err(_) => None,
         };
-        drop_capabilities().map_err(refusal)?;
+        drop_capabilities().map_err(|e| CannotRun::unconfinable(Part::Privileges, e))?;
         if let Some(ruleset) = ruleset {
             let status = ruleset
                 .restrict_self()
-                .map_err(|e| refusal(format!("Landlock refused the ruleset: {e}")))?;
+                .map_err(|e| landlock(LandlockError::Restrict(e)))?;
             if status.ruleset != RulesetStatus::FullyEnforced {
-                return Err(refusal(format!(
-                    "Landlock enforced the ruleset only partly ({:?})",
-                    status.ruleset
-                )));
+                return Err(landlock(LandlockError::Partly(status.ruleset)));
             }
         }
         if let Ok(filter) = &self.seccomp {
-            seccompiler::apply_filter(filter)
-                .map_err(|e| refusal(format!("cannot install the seccomp filter: {e}")))?;
+            seccompiler::apply_filter(filter).map_err(|e| {
+                CannotRun::unconfinable(
+                    Part::Seccomp,
+                    format!("cannot install the seccomp filter: {e}"),
+                )
+            })?;
         }
         Ok(())
     }
@@ -176,7 +170,7 @@ impl Plan {
 // Landlock
 
 /// The Landlock ABI version of the running kernel, if it is recent enough (6: signal scoping).
-fn landlock_abi() -> Result<i32, String> {
+fn landlock_abi() -> Result<i32, NoLandlock> {
     // The crate hides the kernel's version on purpose (rules should not depend on it); here
     // it only decides whether to refuse, and how to say so.
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
@@ -193,39 +187,57 @@ fn landlock_abi() -> Result<i32, String> {
     usable_abi(version, errno)
 }
 
+/// Why the kernel's Landlock cannot confine commands.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoLandlock {
+    #[error(
+        "Landlock is built into this kernel but not enabled (add landlock to the lsm= kernel \
+         parameter)"
+    )]
+    Disabled,
+    #[error(
+        "this kernel has no Landlock (Linux 6.12 or later with CONFIG_SECURITY_LANDLOCK is \
+         needed)"
+    )]
+    Absent,
+    /// An ABI older than 6; what it lacks.
+    #[error(
+        "the kernel's Landlock ABI is {abi}, which lacks {}; Linux 6.12 or later (ABI 6) is \
+         needed",
+        lacks.join(", ")
+    )]
+    Old { abi: i32, lacks: Vec<&'static str> },
+}
+
 /// The Landlock ABI version for the kernel's answer to the version query (`version`, else
 /// `errno`), or what it lacks.
-fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<i32, String> {
+fn usable_abi(version: libc::c_long, errno: Option<i32>) -> Result<i32, NoLandlock> {
     if version <= 0 {
         return Err(if errno == Some(libc::EOPNOTSUPP) {
-            "Landlock is built into this kernel but not enabled (add landlock to the lsm= \
-                 kernel parameter)"
+            NoLandlock::Disabled
         } else {
-            "this kernel has no Landlock (Linux 6.12 or later with CONFIG_SECURITY_LANDLOCK \
-                 is needed)"
-        }
-        .to_string());
+            NoLandlock::Absent
+        });
     }
     let abi = ABI::from(version as i32);
     if abi >= ABI::V6 {
         return Ok(version as i32);
     }
-    let mut missing = Vec::new();
+    let mut lacks = Vec::new();
     if abi < ABI::V3 {
-        missing.push("control of file truncation (ABI 3)");
+        lacks.push("control of file truncation (ABI 3)");
     }
     if abi < ABI::V4 {
-        missing.push("TCP network rules (ABI 4)");
+        lacks.push("TCP network rules (ABI 4)");
     }
     if abi < ABI::V5 {
-        missing.push("control of device ioctls (ABI 5)");
+        lacks.push("control of device ioctls (ABI 5)");
     }
-    missing.push("scoping of signals and abstract Unix sockets (ABI 6)");
-    Err(format!(
-        "the kernel's Landlock ABI is {abi}, which lacks {}; Linux 6.12 or later (ABI 6) is \
-         needed",
-        missing.join(", ")
-    ))
+    lacks.push("scoping of signals and abstract Unix sockets (ABI 6)");
+    Err(NoLandlock::Old {
+        abi: version as i32,
+        lacks,
+    })
 }
 
 /// The paths of a command's Landlock rules, opened in the view: those the view holds for
@@ -241,7 +253,7 @@ pub(super) struct Rules {
 impl Rules {
     /// Opens the lasting paths of `policy`'s rules (nothing when there is no Landlock, `abi`
     /// none). Called in the view.
-    pub fn open(policy: &Policy, abi: Option<ABI>) -> Result<Rules, String> {
+    pub fn open(policy: &Policy, abi: Option<ABI>) -> Result<Rules, ViewError> {
         let Some(abi) = abi else {
             return Ok(Rules {
                 lasting: Vec::new(),
@@ -254,7 +266,7 @@ impl Rules {
         // Writable: the workspace, the extra writable paths, a kept home.
         paths.push((policy.workspace.clone(), all));
         for path in &policy.extra_write {
-            paths.push((existing(path, "writable")?, all));
+            paths.push((view::extra(path, "writable")?, all));
         }
         if policy.home.is_some() {
             paths.push((HOME.into(), all));
@@ -267,7 +279,7 @@ impl Rules {
             }
         }
         for path in &policy.extra_read {
-            paths.push((existing(path, "readable")?, read));
+            paths.push((view::extra(path, "readable")?, read));
         }
         // The view holds only what the command may see: every directory of it may be listed.
         paths.push(("/".into(), AccessFs::ReadDir.into()));
@@ -311,8 +323,8 @@ impl Rules {
     }
 
     /// The file-system and scope ruleset of a command, made in its init's view.
-    fn ruleset(&self, abi: ABI) -> Result<RulesetCreated, String> {
-        let landlock = |e: landlock::RulesetError| refusal(format!("Landlock: {e}"));
+    fn ruleset(&self, abi: ABI) -> Result<RulesetCreated, LandlockError> {
+        let landlock = LandlockError::Ruleset;
         // Without the host's network, the namespace's loopback is the commands' (their own
         // servers, the proxy of an allowlist): nothing else exists there to connect to.
         let ruleset = Ruleset::default()
@@ -330,11 +342,14 @@ impl Rules {
                 .map_err(landlock)?;
         }
         for (path, access) in &self.fresh {
-            let fd =
-                PathFd::new(path).map_err(|e| refusal(format!("Landlock rule for {path}: {e}")))?;
+            let rule = |e: &dyn std::fmt::Display| LandlockError::Rule {
+                path,
+                why: e.to_string(),
+            };
+            let fd = PathFd::new(path).map_err(|e| rule(&e))?;
             created = created
                 .add_rule(PathBeneath::new(fd, *access))
-                .map_err(|e| refusal(format!("Landlock rule for {path}: {e}")))?;
+                .map_err(|e| rule(&e))?;
         }
         Ok(created)
     }
@@ -349,10 +364,17 @@ fn o_path(path: &Path) -> io::Result<std::fs::File> {
         .open(path)
 }
 
-/// An extra path of the policy, which must exist, canonical.
-fn existing(path: &Path, what: &str) -> Result<PathBuf, String> {
-    path.canonicalize()
-        .map_err(|e| format!("the extra {what} path {} is unusable: {e}", path.display()))
+/// Why a command's Landlock ruleset cannot be made or enforced.
+#[derive(Debug, thiserror::Error)]
+enum LandlockError {
+    #[error("Landlock: {0}")]
+    Ruleset(landlock::RulesetError),
+    #[error("Landlock rule for {path}: {why}")]
+    Rule { path: &'static str, why: String },
+    #[error("Landlock refused the ruleset: {0}")]
+    Restrict(landlock::RulesetError),
+    #[error("Landlock enforced the ruleset only partly ({0:?})")]
+    Partly(RulesetStatus),
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -411,11 +433,10 @@ fn prctl(option: libc::c_int, arg: libc::c_ulong) -> io::Result<libc::c_int> {
 /// Drops every capability for good and sets no-new-privileges, then checks the result. The
 /// caller holds every capability of its user namespace, so the bounding set can be emptied
 /// and the securebits locked too.
-fn drop_capabilities() -> Result<(), String> {
-    let before = capabilities().map_err(|e| format!("capget: {e}"))?;
+fn drop_capabilities() -> Result<(), CapError> {
+    let before = capabilities().map_err(CapError::Get)?;
     if before[0].effective & (1 << CAP_SETPCAP) != 0 {
-        prctl(libc::PR_SET_SECUREBITS, SECUREBITS)
-            .map_err(|e| format!("cannot lock the securebits: {e}"))?;
+        prctl(libc::PR_SET_SECUREBITS, SECUREBITS).map_err(CapError::LockSecurebits)?;
         // Past the last capability this kernel knows, dropping fails: that is the end.
         for cap in 0..64 {
             if prctl(libc::PR_CAPBSET_DROP, cap).is_err() {
@@ -427,7 +448,7 @@ fn drop_capabilities() -> Result<(), String> {
         libc::PR_CAP_AMBIENT,
         libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
     )
-    .map_err(|e| format!("cannot clear the ambient capabilities: {e}"))?;
+    .map_err(CapError::ClearAmbient)?;
     let mut header = CapHeader {
         version: CAPABILITY_VERSION_3,
         pid: 0,
@@ -435,34 +456,54 @@ fn drop_capabilities() -> Result<(), String> {
     let none = [CapData::default(); 2];
     // SAFETY: a valid header and the two data words of version 3.
     if unsafe { libc::syscall(libc::SYS_capset, &mut header, none.as_ptr()) } != 0 {
-        return Err(format!(
-            "cannot drop the capabilities: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(CapError::Drop(io::Error::last_os_error()));
     }
-    prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(|e| format!("cannot set no_new_privs: {e}"))?;
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1).map_err(CapError::SetNoNewPrivs)?;
 
     // Check rather than trust.
-    let after = capabilities().map_err(|e| format!("capget: {e}"))?;
+    let after = capabilities().map_err(CapError::Get)?;
     if after
         .iter()
         .any(|d| d.effective | d.permitted | d.inheritable != 0)
     {
-        return Err("capabilities are still held after dropping them".into());
+        return Err(CapError::StillHeld);
     }
     if prctl(libc::PR_GET_NO_NEW_PRIVS, 0).ok() != Some(1) {
-        return Err("no_new_privs is not set".into());
+        return Err(CapError::NoNewPrivsUnset);
     }
-    if bounding_set().map_err(|e| format!("cannot read the bounding set: {e}"))? != 0 {
-        return Err(
-            "the capability bounding set cannot be emptied (CAP_SETPCAP is missing)".into(),
-        );
+    if bounding_set().map_err(CapError::ReadBoundingSet)? != 0 {
+        return Err(CapError::BoundingSetKept);
     }
     let bits = prctl(libc::PR_GET_SECUREBITS, 0).unwrap_or(0) as libc::c_ulong;
     if bits & SECUREBITS != SECUREBITS {
-        return Err("the securebits cannot be locked (CAP_SETPCAP is missing)".into());
+        return Err(CapError::SecurebitsUnlocked);
     }
     Ok(())
+}
+
+/// Why the privileges of a command's init cannot be dropped for good.
+#[derive(Debug, thiserror::Error)]
+enum CapError {
+    #[error("capget: {0}")]
+    Get(io::Error),
+    #[error("cannot lock the securebits: {0}")]
+    LockSecurebits(io::Error),
+    #[error("cannot clear the ambient capabilities: {0}")]
+    ClearAmbient(io::Error),
+    #[error("cannot drop the capabilities: {0}")]
+    Drop(io::Error),
+    #[error("cannot set no_new_privs: {0}")]
+    SetNoNewPrivs(io::Error),
+    #[error("capabilities are still held after dropping them")]
+    StillHeld,
+    #[error("no_new_privs is not set")]
+    NoNewPrivsUnset,
+    #[error("cannot read the bounding set: {0}")]
+    ReadBoundingSet(io::Error),
+    #[error("the capability bounding set cannot be emptied (CAP_SETPCAP is missing)")]
+    BoundingSetKept,
+    #[error("the securebits cannot be locked (CAP_SETPCAP is missing)")]
+    SecurebitsUnlocked,
 }
 
 /// The capability bounding set of this process, as `/proc/self/status` gives it.
@@ -481,7 +522,7 @@ type Resource = libc::__rlimit_resource_t;
 type Resource = libc::c_int;
 
 /// Lowers both limits of `resource` to `value` (never raises them).
-pub(super) fn limit(resource: Resource, value: u64) -> Result<(), String> {
+pub(super) fn limit(resource: Resource, value: u64) -> Result<(), CannotRun> {
     let mut current = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -489,10 +530,10 @@ pub(super) fn limit(resource: Resource, value: u64) -> Result<(), String> {
     // SAFETY: a valid rlimit to fill, then to read.
     unsafe {
         if libc::getrlimit(resource, &mut current) != 0 {
-            return Err(refusal(format!(
-                "getrlimit: {}",
-                io::Error::last_os_error()
-            )));
+            return Err(CannotRun::unconfinable(
+                Part::Limits,
+                format!("getrlimit: {}", io::Error::last_os_error()),
+            ));
         }
         let value = value.min(current.rlim_max);
         let new = libc::rlimit {
@@ -500,10 +541,13 @@ pub(super) fn limit(resource: Resource, value: u64) -> Result<(), String> {
             rlim_max: value,
         };
         if libc::setrlimit(resource, &new) != 0 {
-            return Err(refusal(format!(
-                "cannot set resource limit {resource}: {}",
-                io::Error::last_os_error()
-            )));
+            return Err(CannotRun::unconfinable(
+                Part::Limits,
+                format!(
+                    "cannot set resource limit {resource}: {}",
+                    io::Error::last_os_error()
+                ),
+            ));
         }
     }
     Ok(())
@@ -516,14 +560,15 @@ mod tests {
     #[test]
     fn old_kernels_are_refused_with_what_they_lack() {
         assert_eq!(usable_abi(7, None), Ok(7));
-        let why = usable_abi(5, None).unwrap_err();
+        let why = usable_abi(5, None).unwrap_err().to_string();
         assert!(why.contains("ABI is 5"), "{why}");
         assert!(why.contains("scoping of signals"), "{why}");
         assert!(!why.contains("truncation"), "{why}");
-        let why = usable_abi(-1, Some(libc::ENOSYS)).unwrap_err();
+        let why = usable_abi(-1, Some(libc::ENOSYS)).unwrap_err().to_string();
         assert!(why.contains("no Landlock"), "{why}");
         let why = usable_abi(-1, Some(libc::EOPNOTSUPP)).unwrap_err();
-        assert!(why.contains("not enabled"), "{why}");
-        assert!(refusal(why).contains("--unconfined-bash"));
+        assert!(why.to_string().contains("not enabled"), "{why}");
+        let refused = CannotRun::unconfinable(Part::Landlock, why);
+        assert!(refused.to_string().contains("[bash] unconfined = true"));
     }
 }

@@ -15,6 +15,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::setting::Setting;
+
 /// The ports a pattern without `:PORT` allows.
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
@@ -80,7 +82,10 @@ pub enum PatternError {
          (*.githubusercontent.com) or an address, optionally with :PORT"
     )]
     Malformed(String),
-    #[error("{0:?} would allow every host; use --bash-network to give commands the whole network")]
+    #[error(
+        "{0:?} would allow every host; use {open} to give commands the whole network",
+        open = Setting::BashNetwork
+    )]
     Everything(String),
     #[error("{0:?} is not NAME=ADDRESS (for example pkg.test=127.0.0.1)")]
     Mapping(String),
@@ -223,7 +228,7 @@ pub struct Blocked {
 /// Why a connection cannot be made: the host is not on the list, its address is refused, or
 /// it cannot be reached.
 #[derive(Debug)]
-pub enum Refusal {
+pub enum NoConnection {
     /// No pattern allows the name and port (the user may be asked).
     Unlisted(Blocked),
     Blocked(Blocked),
@@ -232,7 +237,7 @@ pub enum Refusal {
 
 impl Allowlist {
     /// The addresses to connect to for the client's `host` and `port`, each checked.
-    pub fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
+    pub fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, NoConnection> {
         let target = format!("{}:{port}", bracketed(host));
         let Some(asked) = Asked::parse(host).filter(|asked| self.listed(asked, port)) else {
             let set = match Asked::parse(host) {
@@ -240,12 +245,15 @@ impl Allowlist {
                 _ => None,
             };
             let or_set = set.map_or(String::new(), |set| {
-                format!(", or the hosts of its set with --allow-domain @{set}")
+                format!(
+                    ", or the hosts of its set with {}",
+                    Setting::AllowDomainSet(set.to_string())
+                )
             });
-            return Err(Refusal::Unlisted(Blocked {
+            return Err(NoConnection::Unlisted(Blocked {
                 line: format!(
-                    "[network: blocked {target}; allow it with --allow-domain {}{or_set}]",
-                    suggestion(host, port)
+                    "[network: blocked {target}; allow it with {}{or_set}]",
+                    Setting::AllowDomain(suggestion(host, port))
                 ),
                 target,
             }));
@@ -257,7 +265,7 @@ impl Allowlist {
                 Some((_, address)) => return Ok(vec![SocketAddr::new(*address, port)]),
                 None => (name.as_str(), port)
                     .to_socket_addrs()
-                    .map_err(|e| Refusal::Unreachable(format!("cannot resolve {name}: {e}")))?
+                    .map_err(|e| NoConnection::Unreachable(format!("cannot resolve {name}: {e}")))?
                     .collect(),
             },
         };
@@ -268,17 +276,17 @@ impl Allowlist {
         });
         match (allowed.is_empty(), inner.first()) {
             (false, _) => Ok(allowed),
-            (true, Some(addr)) => Err(Refusal::Blocked(Blocked {
+            (true, Some(addr)) => Err(NoConnection::Blocked(Blocked {
                 line: format!(
                     "[network: blocked {target}: it resolves to {ip}, a {kind} address; allow \
-                     that address with --allow-domain {}]",
-                    suggestion(&addr.ip().to_string(), port),
+                     that address with {}]",
+                    Setting::AllowDomain(suggestion(&addr.ip().to_string(), port)),
                     ip = addr.ip(),
                     kind = kind(addr.ip()).unwrap_or("private"),
                 ),
                 target,
             })),
-            (true, None) => Err(Refusal::Unreachable(format!("{host} has no address"))),
+            (true, None) => Err(NoConnection::Unreachable(format!("{host} has no address"))),
         }
     }
 
@@ -388,9 +396,9 @@ mod tests {
         }
     }
 
-    fn blocked(result: Result<Vec<SocketAddr>, Refusal>) -> String {
+    fn blocked(result: Result<Vec<SocketAddr>, NoConnection>) -> String {
         match result {
-            Err(Refusal::Blocked(blocked) | Refusal::Unlisted(blocked)) => blocked.line,
+            Err(NoConnection::Blocked(blocked) | NoConnection::Unlisted(blocked)) => blocked.line,
             other => panic!("not blocked: {other:?}"),
         }
     }
@@ -457,16 +465,18 @@ mod tests {
         let allow = list(&["pypi.org"]);
         assert_eq!(
             blocked(allow.decide("evil.com", 443)),
-            "[network: blocked evil.com:443; allow it with --allow-domain evil.com]"
+            "[network: blocked evil.com:443; allow it with [network] allow = [\"evil.com\"]]"
         );
         assert_eq!(
             blocked(allow.decide("files.pythonhosted.org", 443)),
-            "[network: blocked files.pythonhosted.org:443; allow it with --allow-domain \
-             files.pythonhosted.org, or the hosts of its set with --allow-domain @pypi]"
+            "[network: blocked files.pythonhosted.org:443; allow it with [network] allow = \
+             [\"files.pythonhosted.org\"], or the hosts of its set with [network] allow = \
+             [\"@pypi\"]]"
         );
         assert_eq!(
             blocked(allow.decide("pypi.org", 8080)),
-            "[network: blocked pypi.org:8080; allow it with --allow-domain pypi.org:8080]"
+            "[network: blocked pypi.org:8080; allow it with [network] allow = \
+             [\"pypi.org:8080\"]]"
         );
     }
 
@@ -475,13 +485,13 @@ mod tests {
         let mut allow = list(&[]);
         assert!(matches!(
             allow.decide("8.8.8.8", 53),
-            Err(Refusal::Unlisted(_))
+            Err(NoConnection::Unlisted(_))
         ));
         allow.allow("8.8.8.8", 53);
         assert!(allow.decide("8.8.8.8", 53).is_ok());
         assert!(matches!(
             allow.decide("8.8.8.8", 443),
-            Err(Refusal::Unlisted(_))
+            Err(NoConnection::Unlisted(_))
         ));
         assert_eq!(allow.describe(), "8.8.8.8:53");
     }

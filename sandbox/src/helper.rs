@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use super::bash::Bash;
 use super::process::{Waited, dup2, exited, open_null, wait};
+use super::refused::{CannotRun, Part};
+use super::setting::Setting;
 use super::wire::{self, Report, Request};
 use super::{Network, Policy, SANDBOX_ARG, Status, signal_name, whole_secs};
 
@@ -40,21 +42,53 @@ pub(super) fn run_if_asked() {
     }
 }
 
+/// Why the host cannot start a helper or hand it a command.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum HelperError {
+    #[error(
+        "cannot start the sandbox helper: this program would run itself as the helper ({}) but \
+         did not call cordon_sandbox::run_helper_if_asked() first thing in main; call it there, \
+         or set the policy's helper to a program that does, such as the cordon binary",
+        helper.display()
+    )]
+    NoEntryPoint { helper: PathBuf },
+    #[error("cannot start the sandbox helper {}: {source}", helper.display())]
+    Start { helper: PathBuf, source: io::Error },
+    #[error("the workspace {} is unusable: {source}", path.display())]
+    Workspace { path: PathBuf, source: io::Error },
+    #[error("cannot create a pipe: {0}")]
+    Pipe(io::Error),
+    #[error("cannot create a socket pair: {0}")]
+    SocketPair(io::Error),
+    #[error("cannot pass the sandbox's set-up on: {0}")]
+    SetUp(io::Error),
+    #[error("cannot pass the command on: {0}")]
+    Request(io::Error),
+    #[error("cannot reach the sandbox helper: {0}")]
+    Unreachable(io::Error),
+}
+
+impl From<HelperError> for CannotRun {
+    fn from(e: HelperError) -> Self {
+        let part = match e {
+            HelperError::Workspace { .. } => Part::View,
+            _ => Part::Helper,
+        };
+        CannotRun::failed(part, e)
+    }
+}
+
 /// The command that starts `policy`'s helper (its arguments after [`SANDBOX_ARG`] to add):
 /// an empty environment, working directory `/`. A program that would re-execute itself is
 /// refused unless it called [`super::run_helper_if_asked`]: its own `main` would run with the
 /// helper's arguments instead (a test harness runs tests, a bench measures beside itself).
-pub(super) fn command(policy: &Policy) -> Result<Command, String> {
+pub(super) fn command(policy: &Policy) -> Result<Command, HelperError> {
     let itself = policy.helper == Path::new(SELF)
         || std::env::current_exe().is_ok_and(|exe| exe == policy.helper);
     if itself && !ENTRY_CALLED.load(Ordering::Relaxed) {
-        return Err(format!(
-            "cannot start the sandbox helper: this program would run itself as the helper ({}) \
-             but did not call cordon_sandbox::run_helper_if_asked() first thing in main; call \
-             it there, or set the policy's helper to a program that does, such as the cordon \
-             binary",
-            policy.helper.display()
-        ));
+        return Err(HelperError::NoEntryPoint {
+            helper: policy.helper.clone(),
+        });
     }
     let mut command = Command::new(&policy.helper);
     command
@@ -78,66 +112,82 @@ pub(crate) fn sandbox_main() -> ! {
 }
 
 /// Runs the one unconfined command of the request on standard input.
-fn once() -> Result<Report, String> {
+fn once() -> Result<Report, CannotRun> {
     let mut raw = Vec::new();
     io::stdin()
         .read_to_end(&mut raw)
-        .map_err(|e| format!("cannot read the request: {e}"))?;
+        .map_err(|e| helper(format!("cannot read the request: {e}")))?;
     let request: Request =
-        serde_json::from_slice(&raw).map_err(|e| format!("malformed request: {e}"))?;
-    let null = open_null()?;
+        serde_json::from_slice(&raw).map_err(|e| helper(format!("malformed request: {e}")))?;
+    let null = open_null().map_err(helper)?;
     // The request file is no longer needed: standard input becomes /dev/null.
-    dup2(null.as_raw_fd(), 0)?;
+    dup2(null.as_raw_fd(), 0).map_err(helper)?;
     // SAFETY: no arguments. Out of the host's session and process group: terminal signals
     // meant for the host do not reach the helper, which must outlive the host long enough
     // to clean up.
     unsafe { libc::setsid() };
     if !request.policy.unconfined {
-        return Err("a confined command is run by its shell's helper".into());
+        return Err(helper("a confined command is run by its shell's helper"));
     }
     if let Network::Allow(_) = request.policy.network {
         // Unconfined, the command has the host's network: an allowlist would be a lie.
-        return Err(
-            "an allowlist of hosts (--allow-domain) needs the confined shell; \
-                    --unconfined-bash gives commands the host's whole network"
-                .into(),
-        );
+        return Err(CannotRun::failed(
+            Part::Proxy,
+            format!(
+                "an allowlist of hosts ({}) needs the confined shell; {} gives commands the \
+                 host's whole network",
+                Setting::Allowlist,
+                Setting::Unconfined
+            ),
+        ));
     }
     unconfined(&request, null)
+}
+
+/// A refusal of the helper's own plumbing, which confinement cannot help.
+fn helper(why: impl std::fmt::Display) -> CannotRun {
+    CannotRun::failed(Part::Helper, why)
 }
 
 /// The unconfined path: bash in the helper's own namespaces, `HOME` and `TMPDIR` in a private
 /// directory removed after the call; the helper is a child subreaper, so orphans of the
 /// command come back to it, and it kills until none is left.
-fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, String> {
+fn unconfined(request: &Request, null: OwnedFd) -> Result<Report, CannotRun> {
     // SAFETY: a plain prctl.
     if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(format!(
+        return Err(helper(format!(
             "cannot become a child subreaper: {}",
             io::Error::last_os_error()
-        ));
+        )));
     }
     let private = tempfile::Builder::new()
         .prefix("cordon-bash-")
         .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
         .tempdir()
-        .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
+        .map_err(|e| {
+            helper(format!(
+                "cannot create the private directory of the command: {e}"
+            ))
+        })?;
     let (home, tmp) = (private.path().join("home"), private.path().join("tmp"));
     for dir in [&home, &tmp] {
-        std::fs::create_dir(dir)
-            .map_err(|e| format!("cannot create the private directory of the command: {e}"))?;
+        std::fs::create_dir(dir).map_err(|e| {
+            helper(format!(
+                "cannot create the private directory of the command: {e}"
+            ))
+        })?;
     }
     let home = request.policy.home.clone().unwrap_or(home);
-    let bash = Bash::new(&request.policy, &home, &tmp)?;
+    let bash = Bash::new(&request.policy, &home, &tmp).map_err(helper)?;
     let started = Instant::now();
     let spawned = bash.spawn(&request.command, &null);
     // The helper keeps no copy of the output pipe: it reaches end-of-file when the tree is gone.
-    dup2(null.as_raw_fd(), 1)?;
+    dup2(null.as_raw_fd(), 1).map_err(helper)?;
     let pid = match spawned {
         Ok(pid) => pid,
         Err(why) => {
             kill_tree(None);
-            return Err(why);
+            return Err(helper(why));
         }
     };
     let timeout = request.policy.timeout;

@@ -23,10 +23,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::bash::Bash;
-use super::confine::{self, Plan, Rules, refusal};
+use super::confine::{self, Plan, Rules};
 use super::ns::{self, Access};
 use super::process;
 use super::proxy;
+use super::refused::{CannotRun, Part};
 use super::view;
 use super::wire::{self, Setup};
 use super::{HOME, Status};
@@ -58,15 +59,20 @@ pub(super) struct Go {
     pub address_space: Option<u64>,
 }
 
+/// A refusal of the init's own plumbing, which confinement cannot help.
+fn helper(why: impl std::fmt::Display) -> CannotRun {
+    CannotRun::failed(Part::Helper, why)
+}
+
 /// Runs the init. Never returns.
 pub(super) fn run(init: Prepared) -> ! {
     let status = init.status.as_raw_fd();
     let outcome = prepare(&init).and_then(|waiting| {
         // Ready: the zygote covers what the command must not change in this namespace.
         let mounts = File::open("/proc/self/ns/mnt")
-            .map_err(|e| format!("cannot open the command's mount namespace: {e}"))?;
+            .map_err(|e| helper(format!("cannot open the command's mount namespace: {e}")))?;
         wire::send(init.control.as_fd(), &(), &[mounts.as_fd()])
-            .map_err(|e| format!("cannot say the sandbox is ready: {e}"))?;
+            .map_err(|e| helper(format!("cannot say the sandbox is ready: {e}")))?;
         start(&init, waiting)
     });
     let status_of = match outcome {
@@ -91,16 +97,17 @@ struct Waiting {
 }
 
 /// Maps the user, builds what is fresh for a command, confines the init and readies bash.
-fn prepare(init: &Prepared) -> Result<Waiting, String> {
+fn prepare(init: &Prepared) -> Result<Waiting, CannotRun> {
+    let namespaces = |why: String| CannotRun::unconfinable(Part::Namespaces, why);
     map_self(init.ids).map_err(|e| {
-        refusal(format!(
+        namespaces(format!(
             "cannot map the command's user into its user namespace: {e}"
         ))
     })?;
     // SAFETY: a plain system call; the result is checked.
     // The command's /proc/self/cgroup starts at its own cgroup.
     if unsafe { libc::unshare(libc::CLONE_NEWCGROUP) } != 0 {
-        return Err(refusal(format!(
+        return Err(namespaces(format!(
             "cannot create a cgroup namespace: {}",
             io::Error::last_os_error()
         )));
@@ -117,19 +124,19 @@ fn prepare(init: &Prepared) -> Result<Waiting, String> {
         private_home: setup.policy.home.is_none(),
         tmp_lasts: setup.many,
     })
-    .map_err(refusal)?;
+    .map_err(|e| CannotRun::unconfinable(Part::View, e))?;
     // The init itself counts as one of the tasks.
     init.plan
         .apply(init.rules, u64::from(setup.policy.max_processes) + 1)?;
     Ok(Waiting {
         listener,
-        bash: Bash::new(&setup.policy, Path::new(HOME), Path::new("/tmp"))?,
-        null: process::open_null()?,
+        bash: Bash::new(&setup.policy, Path::new(HOME), Path::new("/tmp")).map_err(helper)?,
+        null: process::open_null().map_err(helper)?,
     })
 }
 
 /// Waits for the command, then starts bash: bash's pid.
-fn start(init: &Prepared, waiting: Waiting) -> Result<libc::pid_t, String> {
+fn start(init: &Prepared, waiting: Waiting) -> Result<libc::pid_t, CannotRun> {
     let Waiting {
         listener,
         bash,
@@ -138,23 +145,31 @@ fn start(init: &Prepared, waiting: Waiting) -> Result<libc::pid_t, String> {
     let (go, fds) = match wire::recv::<Go>(init.control.as_fd()) {
         Ok(Some(received)) => received,
         // The zygote is gone, or it gave this init up.
-        _ => return Err("no command came".into()),
+        _ => return Err(helper("no command came")),
     };
     let mut fds = fds.into_iter();
-    let out = fds.next().ok_or("no output pipe came with the command")?;
+    let out = fds
+        .next()
+        .ok_or_else(|| helper("no output pipe came with the command"))?;
     if let Some(listener) = &listener {
-        let handover = fds.next().ok_or("no proxy channel came with the command")?;
-        proxy::hand_over(&handover, listener)
-            .map_err(|e| refusal(format!("cannot hand the proxy's port to the helper: {e}")))?;
+        let handover = fds
+            .next()
+            .ok_or_else(|| helper("no proxy channel came with the command"))?;
+        proxy::hand_over(&handover, listener).map_err(|e| {
+            CannotRun::unconfinable(
+                Part::Proxy,
+                format!("cannot hand the proxy's port to the helper: {e}"),
+            )
+        })?;
     }
     if let Some(bytes) = go.address_space {
         confine::limit(libc::RLIMIT_AS, bytes)?;
     }
-    process::dup2(out.as_raw_fd(), 1)?;
+    process::dup2(out.as_raw_fd(), 1).map_err(helper)?;
     drop(out);
-    let pid = bash.spawn(&go.command, &null)?;
+    let pid = bash.spawn(&go.command, &null).map_err(helper)?;
     // Only bash keeps the output pipe: it reaches end-of-file when the tree is gone.
-    process::dup2(null.as_raw_fd(), 1)?;
+    process::dup2(null.as_raw_fd(), 1).map_err(helper)?;
     Ok(pid)
 }
 
@@ -176,14 +191,16 @@ fn map_self((uid, gid): (libc::uid_t, libc::gid_t)) -> io::Result<()> {
 }
 
 /// Brings up the namespace's loopback and opens the proxy's listening socket on it.
-fn open_proxy() -> Result<TcpListener, String> {
+fn open_proxy() -> Result<TcpListener, CannotRun> {
     ns::loopback_up().map_err(|e| {
-        refusal(format!(
-            "cannot bring up the loopback of the command's network namespace: {e}"
-        ))
+        CannotRun::unconfinable(
+            Part::Namespaces,
+            format!("cannot bring up the loopback of the command's network namespace: {e}"),
+        )
     })?;
-    TcpListener::bind((Ipv4Addr::LOCALHOST, proxy::PORT))
-        .map_err(|e| refusal(format!("cannot open the proxy's port: {e}")))
+    TcpListener::bind((Ipv4Addr::LOCALHOST, proxy::PORT)).map_err(|e| {
+        CannotRun::unconfinable(Part::Proxy, format!("cannot open the proxy's port: {e}"))
+    })
 }
 
 /// Reaps every process of the namespace (orphans come to pid 1) until bash exits, then kills
@@ -212,7 +229,7 @@ fn wait_for(bash: libc::pid_t) -> Status {
                     return process::status_of(info.si_code, info.si_status());
                 }
             } else if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return Status::Refused("the sandbox's init lost track of bash".into());
+                return Status::Refused(helper("the sandbox's init lost track of bash"));
             }
         }
     }

@@ -117,17 +117,11 @@ impl Drop for Keeper {
 }
 
 /// A detached copy of the merged tree of the layer whose keeper listens at `socket`.
-pub(super) fn receive(socket: &Path) -> Result<OwnedFd, String> {
-    let failed = |e: io::Error| {
-        format!(
-            "cannot get the workspace's layer from its keeper at {}: {e}",
-            socket.display()
-        )
-    };
-    let stream = UnixStream::connect(socket).map_err(failed)?;
-    match wire::recv::<()>(stream.as_fd()).map_err(failed)? {
+pub(super) fn receive(socket: &Path) -> io::Result<OwnedFd> {
+    let stream = UnixStream::connect(socket)?;
+    match wire::recv::<()>(stream.as_fd())? {
         Some(((), mut fds)) if fds.len() == 1 => Ok(fds.remove(0)),
-        _ => Err(failed(io::Error::other("it sent no tree"))),
+        _ => Err(io::Error::other("it sent no tree")),
     }
 }
 

@@ -121,10 +121,12 @@ pub mod protect;
 mod proxy;
 mod quarantine;
 mod receipt;
+mod refused;
 mod runner;
 mod seccomp;
 mod server;
 pub mod sets;
+pub mod setting;
 mod shell;
 mod shield;
 mod view;
@@ -135,6 +137,8 @@ pub use confine::{NotOptional, OPTIONAL_LAYERS, OptionalLayer};
 pub use egress::{Allowlist, Blocked, Network, Pattern};
 pub use proxy::PORT as PROXY_PORT;
 pub use receipt::{Enforcement, LAYERS, Layer};
+pub use refused::{CannotRun, Part};
+pub use setting::Setting;
 pub use shell::Shell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -437,12 +441,12 @@ pub struct Completion {
 }
 
 impl Completion {
-    fn refused(why: impl Into<String>) -> Self {
+    fn refused(why: CannotRun) -> Self {
         Completion {
             output: String::new(),
             tail: String::new(),
             omitted_bytes: 0,
-            status: Status::Refused(why.into()),
+            status: Status::Refused(why),
             layers: Vec::new(),
             blocked: Vec::new(),
         }
@@ -467,8 +471,8 @@ pub enum Status {
     /// The command's processes together reached the memory limit (MiB) and the kernel
     /// killed at least one of them.
     OutOfMemory(u64),
-    /// The command could not run at all; the reason, for the user.
-    Refused(String),
+    /// The command could not run at all: the part of the sandbox that refused it, and why.
+    Refused(CannotRun),
     /// The host stopped the command ([`Hooks::stop`]): its call was cancelled.
     Cancelled,
     /// The helper ended without reporting how the command ended; what it printed on its way
@@ -482,7 +486,7 @@ impl Status {
     /// when it exited, was killed by a signal, or was stopped at its timeout or memory limit.
     pub fn refusal(&self) -> Option<String> {
         match self {
-            Status::Refused(why) => Some(why.clone()),
+            Status::Refused(why) => Some(why.to_string()),
             Status::Cancelled => Some("the command was stopped: its call was cancelled".into()),
             Status::HelperLost(said) => Some(format!(
                 "the sandbox helper ended without a report{}{said}",
@@ -622,7 +626,8 @@ mod tests {
                 panic!("ran without a helper: {:?}", completion.status);
             };
             assert!(
-                why.contains("did not call cordon_sandbox::run_helper_if_asked()"),
+                why.to_string()
+                    .contains("did not call cordon_sandbox::run_helper_if_asked()"),
                 "{why}"
             );
         }
@@ -644,7 +649,9 @@ mod tests {
             Some("the sandbox helper ended without a report: killed")
         );
         assert_eq!(
-            Status::Refused("no".into()).refusal().as_deref(),
+            Status::Refused(CannotRun::failed(Part::Helper, "no"))
+                .refusal()
+                .as_deref(),
             Some("no")
         );
         assert_eq!(Status::TimedOut(3).refusal(), None);

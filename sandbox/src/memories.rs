@@ -6,8 +6,9 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 
-use super::cgroup::{Cgroup, Cgroups};
+use super::cgroup::{Cgroup, Cgroups, NoCgroup};
 use super::receipt::Memory;
 use super::wire::{self, FromZygote, ToZygote};
 
@@ -27,7 +28,7 @@ pub(super) struct Memories {
     /// Cgroups of commands that are over, empty, for later commands.
     free: Vec<Cgroup>,
     /// Why commands cannot have memory cgroups of their own, if they cannot.
-    pub missing: Option<String>,
+    pub missing: Option<NoCgroup>,
 }
 
 impl Memories {
@@ -46,18 +47,20 @@ impl Memories {
         let Some(bytes) = bytes else {
             return memory;
         };
-        let first = Cgroups::first(bytes).and_then(|(cgroups, first)| {
-            wire::send(zygote.as_fd(), &ToZygote::Enter, &[first.join()])
-                .map_err(|e| format!("cannot reach the sandbox's zygote: {e}"))?;
-            match wire::recv::<FromZygote>(zygote.as_fd()) {
-                Ok(Some((FromZygote::Entered { failed: None }, _))) => Ok((cgroups, first)),
-                Ok(Some((FromZygote::Entered { failed: Some(why) }, _))) => {
-                    first.remove();
-                    Err(why)
+        let first = Cgroups::first(bytes)
+            .map_err(NoCgroup::from)
+            .and_then(|(cgroups, first)| {
+                wire::send(zygote.as_fd(), &ToZygote::Enter, &[first.join()])
+                    .map_err(|e| NoCgroup::Zygote(Arc::new(e)))?;
+                match wire::recv::<FromZygote>(zygote.as_fd()) {
+                    Ok(Some((FromZygote::Entered { failed: None }, _))) => Ok((cgroups, first)),
+                    Ok(Some((FromZygote::Entered { failed: Some(why) }, _))) => {
+                        first.remove();
+                        Err(NoCgroup::Entered(why))
+                    }
+                    _ => Err(NoCgroup::NoAnswer),
                 }
-                _ => Err("the sandbox's zygote did not answer".into()),
-            }
-        });
+            });
         match first {
             Ok((cgroups, first)) => {
                 memory.cgroups = Some(cgroups);
@@ -75,7 +78,10 @@ impl Memories {
         match (self.bytes, &self.current, &self.missing) {
             (None, ..) => Memory::Unlimited,
             (Some(bytes), Some(cgroup), None) => Memory::Cgroup(bytes, cgroup.version()),
-            (Some(bytes), _, why) => Memory::PerProcess(bytes, why.clone().unwrap_or_default()),
+            (Some(bytes), _, why) => Memory::PerProcess(
+                bytes,
+                why.as_ref().map_or_else(String::new, ToString::to_string),
+            ),
         }
     }
 
@@ -101,7 +107,7 @@ impl Memories {
         {
             match cgroups.make() {
                 Ok(cgroup) => self.spare = Some(cgroup),
-                Err(why) => self.missing = Some(why),
+                Err(why) => self.missing = Some(why.into()),
             }
         }
     }

@@ -37,19 +37,28 @@ pub(super) fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
 }
 
-pub(super) fn open_null() -> Result<OwnedFd, String> {
+/// Why a standard descriptor of the helper or an init cannot be set.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum FdError {
+    #[error("cannot open /dev/null: {0}")]
+    Null(io::Error),
+    #[error("dup2: {0}")]
+    Dup(io::Error),
+}
+
+pub(super) fn open_null() -> Result<OwnedFd, FdError> {
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")
         .map(OwnedFd::from)
-        .map_err(|e| format!("cannot open /dev/null: {e}"))
+        .map_err(FdError::Null)
 }
 
-pub(super) fn dup2(from: i32, to: i32) -> Result<(), String> {
+pub(super) fn dup2(from: i32, to: i32) -> Result<(), FdError> {
     // SAFETY: plain descriptors.
     if unsafe { libc::dup2(from, to) } < 0 {
-        return Err(format!("dup2: {}", io::Error::last_os_error()));
+        return Err(FdError::Dup(io::Error::last_os_error()));
     }
     Ok(())
 }

@@ -22,6 +22,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use super::setting::Setting;
+
 /// What is protected inside every git directory.
 pub const GIT_NAMES: [&str; 5] = ["hooks", "config", "info", "config.worktree", "commondir"];
 
@@ -335,13 +337,13 @@ impl Guard {
         self.unprotect.iter().any(|u| path.starts_with(u))
     }
 
-    /// The refusal of a write to `protected`: the rule and the option that relaxes it.
+    /// The refusal of a write to `protected`: the rule and the setting that relaxes it.
     pub fn refusal(&self, protected: &Protected) -> String {
+        let shown = self.shown(&protected.path);
         format!(
-            "{} is protected ({}); allow it with --unprotect {}",
-            self.shown(&protected.path),
+            "{shown} is protected ({}); allow it with {}",
             protected.rule.why(),
-            self.shown(&protected.path)
+            Setting::Unprotect(shown.clone())
         )
     }
 
@@ -370,14 +372,15 @@ pub fn hint(output: &str, protected: &[String]) -> Option<String> {
     let mut lines = Vec::new();
     if read_only && let Some(named) = named(output, protected) {
         lines.push(format!(
-            "[cordon: protected paths are read-only to bash ({named}); allow one with \
-             --unprotect PATH]"
+            "[cordon: protected paths are read-only to bash ({named}); allow one with {}]",
+            Setting::Unprotect("PATH".into())
         ));
     }
     if busy && let Some(named) = named(output, &holders(protected)) {
         lines.push(format!(
             "[cordon: bash may not move or remove a directory that holds protected paths \
-             ({named}); allow them with --unprotect PATH]"
+             ({named}); allow them with {}]",
+            Setting::Unprotect("PATH".into())
         ));
     }
     if lines.is_empty() {
@@ -617,7 +620,7 @@ mod tests {
         );
         assert!(
             hint("error: could not lock config file a/b/.git/config: Read-only file system")
-                .contains("(a/b/.git/config); allow one with --unprotect PATH]"),
+                .contains("(a/b/.git/config); allow one with [bash] unprotect = [\"PATH\"]]"),
         );
         assert!(
             hint("bash: .git/hooks/pre-commit: Read-only file system\n")
@@ -646,7 +649,7 @@ mod tests {
         let refusal = guard.refusal(&guard.rule_for(&root.join(".idea/x")).unwrap());
         assert!(refusal.starts_with(".idea is protected ("), "{refusal}");
         assert!(
-            refusal.ends_with("allow it with --unprotect .idea"),
+            refusal.ends_with("allow it with [bash] unprotect = [\".idea\"]"),
             "{refusal}"
         );
     }

@@ -29,7 +29,7 @@ use rustix::net::{
     SendAncillaryMessage, SendFlags,
 };
 
-use super::egress::{self, Allowlist, Blocked, Refusal};
+use super::egress::{self, Allowlist, Blocked, NoConnection};
 use super::wire;
 
 /// The proxy's port on the loopback of every command's network namespace.
@@ -157,12 +157,12 @@ impl Proxy {
         };
         let addresses = match self.decide(&request.host, request.port) {
             Ok(addresses) => addresses,
-            Err(Refusal::Blocked(blocked) | Refusal::Unlisted(blocked)) => {
+            Err(NoConnection::Blocked(blocked) | NoConnection::Unlisted(blocked)) => {
                 let line = blocked.line.clone();
                 self.remember(blocked);
                 return respond(&mut client, 403, &line);
             }
-            Err(Refusal::Unreachable(why)) => {
+            Err(NoConnection::Unreachable(why)) => {
                 return respond(&mut client, 502, &format!("[network: {why}]"));
             }
         };
@@ -186,25 +186,26 @@ impl Proxy {
     }
 
     /// [`Allowlist::decide`], asking the user about a host off the list when it may.
-    fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refusal> {
+    fn decide(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, NoConnection> {
         // A copy: resolving must not hold up the other connections.
         let allowlist = || self.allowlist.lock().map(|a| a.clone()).unwrap_or_default();
         match allowlist().decide(host, port) {
-            Err(Refusal::Unlisted(blocked)) => {
+            Err(NoConnection::Unlisted(blocked)) => {
                 let Some(answers) = &self.answers else {
-                    return Err(Refusal::Unlisted(blocked));
+                    return Err(NoConnection::Unlisted(blocked));
                 };
                 // One question at a time; an answer given meanwhile counts.
                 let Ok(mut answers) = answers.lock() else {
-                    return Err(Refusal::Unlisted(blocked));
+                    return Err(NoConnection::Unlisted(blocked));
                 };
-                if let ok @ (Ok(_) | Err(Refusal::Blocked(_))) = allowlist().decide(host, port) {
+                if let ok @ (Ok(_) | Err(NoConnection::Blocked(_))) = allowlist().decide(host, port)
+                {
                     return ok;
                 }
                 if self.blocked().iter().any(|b| b.target == blocked.target)
                     || !ask(&self.report, &mut answers, host, port)
                 {
-                    return Err(Refusal::Unlisted(blocked));
+                    return Err(NoConnection::Unlisted(blocked));
                 }
                 if let Ok(mut list) = self.allowlist.lock() {
                     list.allow(host, port);
@@ -282,17 +283,35 @@ const DROPPED: [&str; 6] = [
     "host",
 ];
 
+/// What is wrong with a request the proxy was sent, for its `400` answer.
+#[derive(Debug, thiserror::Error)]
+enum BadRequest {
+    #[error("an incomplete request head")]
+    Incomplete,
+    #[error("a malformed request ({0})")]
+    Malformed(httparse::Error),
+    #[error("a request without a method or target")]
+    NoTarget,
+    #[error(
+        "cordon's proxy takes CONNECT host:port and http:// URLs, not {0:?}; HTTPS goes through \
+         CONNECT (HTTPS_PROXY)"
+    )]
+    NotHttp(String),
+    #[error("{0:?} is not host:port")]
+    NotHostPort(String),
+}
+
 impl Request {
-    fn parse(head: &[u8]) -> Result<Request, String> {
+    fn parse(head: &[u8]) -> Result<Request, BadRequest> {
         let mut headers = [httparse::EMPTY_HEADER; 128];
         let mut parsed = httparse::Request::new(&mut headers);
         match parsed.parse(head) {
             Ok(httparse::Status::Complete(_)) => {}
-            Ok(httparse::Status::Partial) => return Err("an incomplete request head".into()),
-            Err(e) => return Err(format!("a malformed request ({e})")),
+            Ok(httparse::Status::Partial) => return Err(BadRequest::Incomplete),
+            Err(e) => return Err(BadRequest::Malformed(e)),
         }
         let (Some(method), Some(target)) = (parsed.method, parsed.path) else {
-            return Err("a request without a method or target".into());
+            return Err(BadRequest::NoTarget);
         };
         if method.eq_ignore_ascii_case("CONNECT") {
             let (host, port) = authority(target, None)?;
@@ -307,10 +326,7 @@ impl Request {
             .filter(|scheme| scheme.eq_ignore_ascii_case("http://"))
             .map(|_| &target[7..])
         else {
-            return Err(format!(
-                "cordon's proxy takes CONNECT host:port and http:// URLs, not {target:?}; \
-                 HTTPS goes through CONNECT (HTTPS_PROXY)"
-            ));
+            return Err(BadRequest::NotHttp(target.to_string()));
         };
         let split = rest.find(['/', '?']).unwrap_or(rest.len());
         let (host, port) = authority(&rest[..split], Some(80))?;
@@ -343,9 +359,9 @@ impl Request {
 }
 
 /// `host:port` or `[v6]:port` (the port may be left out when `default` is given).
-fn authority(text: &str, default: Option<u16>) -> Result<(String, u16), String> {
+fn authority(text: &str, default: Option<u16>) -> Result<(String, u16), BadRequest> {
     let text = text.rsplit_once('@').map_or(text, |(_, host)| host);
-    let malformed = || format!("{text:?} is not host:port");
+    let malformed = || BadRequest::NotHostPort(text.to_string());
     let (host, port) = match text.strip_prefix('[') {
         Some(rest) => {
             let (host, after) = rest.split_once(']').ok_or_else(malformed)?;

@@ -28,6 +28,7 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, RenameFlags};
 
 use super::ns;
 use super::protect::{Guard, Protected, Rule, normalize};
+use super::setting::Setting;
 
 /// What a name set aside ends with.
 pub const SUFFIX: &str = ".cordon-quarantine";
@@ -296,11 +297,11 @@ fn notice(
     };
     format!(
         "[cordon: quarantined {}, {what}, as {}{detail}: {}; to keep such changes, allow them \
-         with --unprotect {}]",
+         with {}]",
         rel.display(),
         aside.display(),
         protected.rule.why(),
-        guard.shown(&protected.path)
+        Setting::Unprotect(guard.shown(&protected.path))
     )
 }
 

@@ -4,7 +4,8 @@
 use super::confine::Plan;
 use super::ns::SANDBOX_ID;
 use super::proxy::PORT;
-use super::{Network, Policy};
+use super::setting::Setting;
+use super::{Network, OptionalLayer, Policy};
 
 /// The layers of a command's confinement, by name: the names a [`Layer`] has.
 pub const LAYERS: [&str; 13] = [
@@ -110,11 +111,14 @@ pub(super) fn set_memory(layers: &mut [Layer], memory: &Memory) {
 /// up, but for the memory, which each command's own ([`set_memory`]).
 pub(super) fn confined(policy: &Policy, sandbox_user: bool, plan: &Plan) -> Vec<Layer> {
     let on = |name: &str, detail: String| Layer::new(name, Enforcement::Enforced, detail);
-    let allowed_off = |name: &str, why: &str| {
+    let allowed_off = |layer: OptionalLayer, why: &dyn std::fmt::Display| {
         Layer::new(
-            name,
+            layer.as_str(),
             Enforcement::Off,
-            format!("unavailable ({why}); allowed by --sandbox-allow-missing {name}"),
+            format!(
+                "unavailable ({why}); allowed by {}",
+                Setting::AllowMissing(layer)
+            ),
         )
     };
     let user = if sandbox_user {
@@ -131,7 +135,10 @@ pub(super) fn confined(policy: &Policy, sandbox_user: bool, plan: &Plan) -> Vec<
         Network::Open => Layer::new(
             "network",
             Enforcement::Off,
-            "--bash-network: the host's network, every address and port",
+            format!(
+                "{}: the host's network, every address and port",
+                Setting::BashNetwork
+            ),
         ),
         Network::Off => on(
             "network",
@@ -176,14 +183,14 @@ pub(super) fn confined(policy: &Policy, sandbox_user: bool, plan: &Plan) -> Vec<
                 "landlock",
                 format!("ABI {version}: files, signals and abstract Unix sockets"),
             ),
-            Err(why) => allowed_off("landlock", why),
+            Err(why) => allowed_off(OptionalLayer::Landlock, why),
         },
         match plan.seccomp_missing() {
             None => on(
                 "seccomp",
                 "no ptrace, namespaces, mounts, BPF, keyrings, io_uring or x32 system calls".into(),
             ),
-            Some(why) => allowed_off("seccomp", why),
+            Some(why) => allowed_off(OptionalLayer::Seccomp, why),
         },
         on(
             "capabilities",
@@ -205,7 +212,7 @@ pub(super) fn confined(policy: &Policy, sandbox_user: bool, plan: &Plan) -> Vec<
 pub(super) fn unconfined() -> Vec<Layer> {
     LAYERS
         .iter()
-        .map(|name| Layer::new(name, Enforcement::Off, "--unconfined-bash"))
+        .map(|name| Layer::new(name, Enforcement::Off, Setting::Unconfined.to_string()))
         .collect()
 }
 

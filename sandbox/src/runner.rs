@@ -11,8 +11,10 @@ use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use super::helper::HelperError;
 use super::process::pipe;
 use super::protect;
+use super::setting::Setting;
 use super::wire::{self, Report, Request};
 use super::{Asker, Completion, Hooks, Policy, Progress, Status, Stop, helper};
 
@@ -27,12 +29,10 @@ const TAIL_SLACK: usize = 2;
 const REPORT_CAP: usize = 64 << 10;
 
 /// The workspace of `policy`, canonical, and its identity as (device, inode).
-pub(super) fn workspace(policy: &Policy) -> Result<(PathBuf, (u64, u64)), String> {
-    let unusable = |e: io::Error| {
-        format!(
-            "the workspace {} is unusable: {e}",
-            policy.workspace.display()
-        )
+pub(super) fn workspace(policy: &Policy) -> Result<(PathBuf, (u64, u64)), HelperError> {
+    let unusable = |source: io::Error| HelperError::Workspace {
+        path: policy.workspace.clone(),
+        source,
     };
     let path = policy.workspace.canonicalize().map_err(unusable)?;
     let meta = std::fs::metadata(&path).map_err(unusable)?;
@@ -63,12 +63,12 @@ pub(super) fn once(policy: &Policy, command: &str, timeout: Duration, hooks: &Ho
             end(&mut helper);
             done
         }
-        Err(why) => Completion::refused(why),
+        Err(why) => Completion::refused(why.into()),
     }
 }
 
 /// Starts the helper of one unconfined command: the helper and the host's ends of its pipes.
-fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pipes), String> {
+fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pipes), HelperError> {
     let request = Request {
         policy: Policy {
             timeout,
@@ -77,9 +77,9 @@ fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pi
         command: command.to_string(),
     };
     workspace(policy)?;
-    let request = request_file(&request).map_err(|e| format!("cannot pass the command on: {e}"))?;
-    let (out_read, out_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
-    let (report_read, report_write) = pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+    let request = request_file(&request).map_err(HelperError::Request)?;
+    let (out_read, out_write) = pipe().map_err(HelperError::Pipe)?;
+    let (report_read, report_write) = pipe().map_err(HelperError::Pipe)?;
     // The Command (and with it the parent's copies of the write ends) is dropped right after
     // the spawn, so the pipes reach end-of-file once the helper side is done.
     let helper = helper::command(policy)?
@@ -87,11 +87,9 @@ fn spawn(policy: &Policy, command: &str, timeout: Duration) -> Result<(Child, Pi
         .stdout(Stdio::from(out_write))
         .stderr(Stdio::from(report_write))
         .spawn()
-        .map_err(|e| {
-            format!(
-                "cannot start the sandbox helper {}: {e}",
-                policy.helper.display()
-            )
+        .map_err(|source| HelperError::Start {
+            helper: policy.helper.clone(),
+            source,
         })?;
     let pipes = Pipes {
         out: File::from(out_read),
@@ -213,8 +211,9 @@ fn ungranted(output: &str, dirs: &[PathBuf]) -> Vec<String> {
         if let Some(dir) = dirs.iter().find(|d| d.join(program).is_file()) {
             notes.push(format!(
                 "[cordon: {program} is in {}, one of your toolchains, which bash commands get \
-                 with --toolchains]\n",
-                dir.display()
+                 with {}]\n",
+                dir.display(),
+                Setting::Toolchains
             ));
         }
     }

@@ -144,14 +144,20 @@ enum Check {
 /// The set-user-ID and set-group-ID bits of a mode.
 const SET_ID: u32 = libc::S_ISUID | libc::S_ISGID;
 
+/// Why there is no seccomp filter: cordon has none for this architecture.
+#[derive(Debug, thiserror::Error)]
+#[error("cordon has no seccomp filter for the {arch} architecture")]
+pub(super) struct NoFilter {
+    arch: &'static str,
+}
+
 /// The program for commands under `network`; Unix sockets are allowed where `allow_unix`
 /// (Landlock confines them), and where the network is open.
-pub(super) fn program(network: &Network, allow_unix: bool) -> Result<BpfProgram, String> {
+pub(super) fn program(network: &Network, allow_unix: bool) -> Result<BpfProgram, NoFilter> {
     let Some(arch) = AUDIT_ARCH else {
-        return Err(format!(
-            "cordon has no seccomp filter for the {} architecture",
-            std::env::consts::ARCH
-        ));
+        return Err(NoFilter {
+            arch: std::env::consts::ARCH,
+        });
     };
     Ok(assemble(arch, &rules(network, allow_unix)))
 }

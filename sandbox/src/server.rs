@@ -35,16 +35,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::cgroup::Cgroup;
-use super::confine::{self, refusal};
+use super::cgroup::{Cgroup, NoCgroup};
+use super::confine;
 use super::init::Go;
 use super::memories::Memories;
 use super::ns::{self, NAMESPACE_HINT};
 use super::process;
 use super::proxy::{self, Proxy};
 use super::receipt::{self, Memory};
+use super::refused::{CannotRun, Part};
 use super::shield::{Raised, Shield};
-use super::view::Sources;
+use super::view::{self, Sources, ViewError};
 use super::wire::{self, FromZygote, Report, Setup, ToHelper, ToZygote};
 use super::zygote::{self, Zygote};
 use super::{DEFAULT_MEMORY_LIMIT, Layer, Network, Policy, Status};
@@ -61,7 +62,7 @@ pub(super) fn serve() -> ! {
         Ok(Some((setup, _))) => setup,
         _ => std::process::exit(1),
     };
-    match Server::start(setup, host.as_raw_fd()) {
+    match ServingHelper::start(setup, host.as_raw_fd()) {
         Ok(mut server) => server.serve(&host),
         Err(why) => refuse(&host, &why),
     }
@@ -70,14 +71,14 @@ pub(super) fn serve() -> ! {
 
 /// Answers the commands waiting on `host` with the refusal `why`, then leaves: the next
 /// command starts a helper again, which tries again.
-fn refuse(host: &OwnedFd, why: &str) {
+fn refuse(host: &OwnedFd, why: &CannotRun) {
     loop {
         let Ok(Some((message, fds))) = wire::recv::<ToHelper>(host.as_fd()) else {
             return;
         };
         if let (ToHelper::Run { .. }, Some(report)) = (message, fds.into_iter().nth(1)) {
             let _ = File::from(report)
-                .write_all(wire::report_line(&Report::refused(why.to_string())).as_bytes());
+                .write_all(wire::report_line(&Report::refused(why.clone())).as_bytes());
         }
         let mut fd = libc::pollfd {
             fd: host.as_raw_fd(),
@@ -92,7 +93,7 @@ fn refuse(host: &OwnedFd, why: &str) {
 }
 
 /// The helper of a shell whose sandbox is set up.
-struct Server {
+struct ServingHelper {
     setup: Setup,
     zygote: libc::pid_t,
     socket: OwnedFd,
@@ -108,7 +109,7 @@ struct Server {
     shield: Option<Shield>,
     /// The notices of what was set aside while commands ran, for the next command to end.
     judged: Vec<String>,
-    covers: Covers,
+    covers: CoverGenerations,
     /// The ready init the zygote offered, when the offer still holds.
     offered: Option<Offered>,
     /// How many calls the zygote has been sent ([`ToZygote::Fork`] or [`ToZygote::Took`]).
@@ -128,13 +129,13 @@ struct Offered {
 /// The generations of what commands' views cover: the protected paths, as the shield counts
 /// them, and the hidden paths that exist.
 #[derive(Default)]
-struct Covers {
+struct CoverGenerations {
     shield: u64,
     hidden: Vec<Vec<u8>>,
     generation: u64,
 }
 
-impl Covers {
+impl CoverGenerations {
     /// The generation of covering the shield's generation `shield` and `hidden`: a new one
     /// when either changed since the command before.
     fn generation(&mut self, shield: u64, hidden: &[Vec<u8>]) -> u64 {
@@ -185,47 +186,52 @@ impl Call {
     }
 }
 
-impl Server {
+impl ServingHelper {
     /// Sets up the sandbox of `setup`: the zygote, ready for commands. `host` is the host's
     /// socket, which the zygote must not keep open.
-    fn start(setup: Setup, host: i32) -> Result<Server, String> {
+    fn start(setup: Setup, host: i32) -> Result<ServingHelper, CannotRun> {
+        let helper = |why: String| CannotRun::failed(Part::Helper, why);
+        let namespaces = |why: String| CannotRun::unconfinable(Part::Namespaces, why);
         // The inits of a zygote that dies come to the helper, which can then tell when they
-        // are gone ([`Server::end`]).
+        // are gone ([`ServingHelper::end`]).
         // SAFETY: a plain prctl.
         if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-            return Err(format!(
+            return Err(helper(format!(
                 "cannot become a child subreaper: {}",
                 io::Error::last_os_error()
-            ));
+            )));
         }
         let plan = confine::prepare(&setup.policy)?;
         let sandbox_user = ns::runs_as_sandbox_user();
         let sources = if sandbox_user {
             let userns = ns::sandbox_userns().map_err(|e| {
-                refusal(format!(
+                namespaces(format!(
                     "cannot create the user namespace of the sandbox's user: {e}{NAMESPACE_HINT}"
                 ))
             })?;
-            Some(Sources::open(&setup.policy, Some(&userns))?)
+            Some(
+                Sources::open(&setup.policy, Some(&userns))
+                    .map_err(|e| CannotRun::failed(Part::View, e))?,
+            )
         } else {
             None
         };
-        let granted = granted(&setup.policy)?;
+        let granted = granted(&setup.policy).map_err(|e| CannotRun::failed(Part::View, e))?;
         let shield = match setup.policy.layer {
             Some(_) => None,
-            None => Some(Shield::new(&setup.policy)?),
+            None => Some(Shield::new(&setup.policy).map_err(|e| CannotRun::failed(Part::View, e))?),
         };
-        let (ours, theirs) =
-            process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+        let (ours, theirs) = process::socket_pair()
+            .map_err(|e| helper(format!("cannot create a socket pair: {e}")))?;
         let (go_read, go_write) =
-            process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
+            process::pipe().map_err(|e| helper(format!("cannot create a pipe: {e}")))?;
         let mut flags = ns::EVERY_COMMAND;
         if setup.policy.network != Network::Open {
             flags |= libc::CLONE_NEWNET;
         }
         let layers = receipt::confined(&setup.policy, sandbox_user, &plan);
         let pid = ns::clone(flags).map_err(|e| {
-            refusal(format!(
+            namespaces(format!(
                 "the kernel refused to create the command's namespaces: {e}{NAMESPACE_HINT}"
             ))
         })?;
@@ -244,12 +250,12 @@ impl Server {
             zygote::main(zygote, go_read, theirs);
         }
         drop((go_read, theirs, sources));
-        let kill = |why: String| {
+        let kill = |why: CannotRun| {
             kill(pid);
             why
         };
         ns::write_maps(pid, sandbox_user).map_err(|e| {
-            kill(refusal(format!(
+            kill(namespaces(format!(
                 "cannot map the command's user into its user namespace: {e}"
             )))
         })?;
@@ -257,10 +263,14 @@ impl Server {
         match wire::recv::<FromZygote>(ours.as_fd()) {
             Ok(Some((FromZygote::Ready, _))) => {}
             Ok(Some((FromZygote::Refused { why }, _))) => return Err(kill(why)),
-            _ => return Err(kill("the sandbox's zygote ended while setting up".into())),
+            _ => {
+                return Err(kill(helper(
+                    "the sandbox's zygote ended while setting up".into(),
+                )));
+            }
         }
         let memory = Memories::start(setup.policy.memory_limit, &ours);
-        Ok(Server {
+        Ok(ServingHelper {
             setup,
             zygote: pid,
             socket: ours,
@@ -270,7 +280,7 @@ impl Server {
             calls: HashMap::new(),
             shield,
             judged: Vec::new(),
-            covers: Covers::default(),
+            covers: CoverGenerations::default(),
             offered: None,
             sent: 0,
         })
@@ -365,12 +375,12 @@ impl Server {
         };
         let answers = fds.next().filter(|_| ask).map(File::from);
         let report = Arc::new(Mutex::new(File::from(report)));
-        let refuse = |why: String| {
+        let refuse = |why: CannotRun| {
             write_report(&report, &Report::refused(why));
         };
         let raised = match self.shield.as_mut().map(Shield::raise) {
             Some(Ok(raised)) => raised,
-            Some(Err(why)) => return refuse(why),
+            Some(Err(why)) => return refuse(CannotRun::failed(Part::View, why)),
             None => Raised::default(),
         };
         let hidden = self.hidden();
@@ -379,7 +389,7 @@ impl Server {
                 let proxy = Proxy::new(allowlist, answers, report.clone());
                 match start_proxy(&proxy) {
                     Ok(theirs) => (Some(proxy), Some(theirs)),
-                    Err(why) => return refuse(why),
+                    Err(why) => return refuse(CannotRun::failed(Part::Proxy, why)),
                 }
             }
             None => (None, None),
@@ -432,7 +442,10 @@ impl Server {
             if let Some(then) = then {
                 then.remove();
             }
-            return refuse(format!("cannot reach the sandbox's zygote: {e}"));
+            return refuse(CannotRun::failed(
+                Part::Helper,
+                format!("cannot reach the sandbox's zygote: {e}"),
+            ));
         }
         // Without a next one, the zygote stays in its cgroup: not this command's to remove.
         let cgroup = then.and_then(|then| self.memory.current.replace(then));
@@ -477,7 +490,7 @@ impl Server {
                     if let Some(unused) = std::mem::replace(&mut self.memory.current, held) {
                         unused.remove();
                     }
-                    self.memory.missing = Some(why);
+                    self.memory.missing = Some(NoCgroup::Entered(why));
                 }
                 true
             }
@@ -591,7 +604,10 @@ impl Server {
             if let Some(cgroup) = call.cgroup {
                 cgroup.remove();
             }
-            write_report(&call.report, &Report::refused(why.to_string()));
+            write_report(
+                &call.report,
+                &Report::refused(CannotRun::failed(Part::Helper, why)),
+            );
         }
         self.memory.remove_all();
     }
@@ -599,9 +615,8 @@ impl Server {
 
 /// Starts the proxy of one command: a thread that receives the listening socket the
 /// command's init hands over, and serves it. The end of the socket pair to give the init.
-fn start_proxy(proxy: &Arc<Proxy>) -> Result<OwnedFd, String> {
-    let (ours, theirs) = process::socket_pair()
-        .map_err(|e| format!("cannot create the proxy's socket pair: {e}"))?;
+fn start_proxy(proxy: &Arc<Proxy>) -> Result<OwnedFd, ProxyStartError> {
+    let (ours, theirs) = process::socket_pair().map_err(ProxyStartError::SocketPair)?;
     let proxy = proxy.clone();
     std::thread::Builder::new()
         .spawn(move || {
@@ -609,8 +624,17 @@ fn start_proxy(proxy: &Arc<Proxy>) -> Result<OwnedFd, String> {
                 proxy.serve(listener);
             }
         })
-        .map_err(|e| format!("cannot start the proxy: {e}"))?;
+        .map_err(ProxyStartError::Thread)?;
     Ok(theirs)
+}
+
+/// Why a command's proxy cannot be started.
+#[derive(Debug, thiserror::Error)]
+enum ProxyStartError {
+    #[error("cannot create the proxy's socket pair: {0}")]
+    SocketPair(io::Error),
+    #[error("cannot start the proxy: {0}")]
+    Thread(io::Error),
 }
 
 /// Writes `report` as the last line of a command's report pipe.
@@ -621,16 +645,14 @@ fn write_report(report: &Mutex<File>, line: &Report) {
 }
 
 /// The workspace and the extra paths of `policy`, canonical.
-fn granted(policy: &Policy) -> Result<Vec<PathBuf>, String> {
+fn granted(policy: &Policy) -> Result<Vec<PathBuf>, ViewError> {
     let mut trees = vec![policy.workspace.clone()];
     for (paths, what) in [
         (&policy.extra_read, "readable"),
         (&policy.extra_write, "writable"),
     ] {
         for path in paths {
-            trees.push(path.canonicalize().map_err(|e| {
-                format!("the extra {what} path {} is unusable: {e}", path.display())
-            })?);
+            trees.push(view::extra(path, what)?);
         }
     }
     Ok(trees)

@@ -14,14 +14,15 @@
 //! closes the helper's socket, which ends it and everything it ran.
 
 use std::fs::File;
-use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Child, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::helper::HelperError;
 use super::process::{pipe, socket_pair};
+use super::refused::CannotRun;
 use super::runner::{self, Pipes};
 use super::wire::{self, Setup, ToHelper};
 use super::{Completion, Hooks, Network, Policy, helper};
@@ -99,11 +100,10 @@ impl Shell {
     pub fn run_for(&self, command: &str, timeout: Duration, hooks: &Hooks) -> Completion {
         let most = self.policy.max_timeout_secs();
         if timeout > Duration::from_secs(most.into()) || timeout.is_zero() {
-            return Completion::refused(format!(
-                "a timeout of {} s was asked for; a command may be given 1 to {most} s (the \
-                 user's --max-timeout): ask for {most} or less, or split the work",
-                timeout.as_secs_f64()
-            ));
+            return Completion::refused(CannotRun::Timeout {
+                asked: timeout,
+                most,
+            });
         }
         if self.policy.unconfined {
             return runner::once(&self.policy, command, timeout, hooks);
@@ -115,21 +115,20 @@ impl Shell {
                     runner::linger(report);
                 }
             }),
-            Err(why) => Completion::refused(why),
+            Err(why) => Completion::refused(why.into()),
         }
     }
 
     /// Sends `command` to the helper (started, or started again, as needed).
-    fn send(&self, command: &str, timeout: Duration, hooks: &Hooks) -> Result<Sent, String> {
-        let piping = |e: io::Error| format!("cannot create a pipe: {e}");
-        let (out_read, out_write) = pipe().map_err(piping)?;
-        let (report_read, report_write) = pipe().map_err(piping)?;
+    fn send(&self, command: &str, timeout: Duration, hooks: &Hooks) -> Result<Sent, HelperError> {
+        let (out_read, out_write) = pipe().map_err(HelperError::Pipe)?;
+        let (report_read, report_write) = pipe().map_err(HelperError::Pipe)?;
         let asker = match (&hooks.ask, &self.policy.network) {
             (Some(asker), Network::Allow(_)) => Some(asker.clone()),
             _ => None,
         };
         let answers = match asker {
-            Some(asker) => Some((asker, pipe().map_err(piping)?)),
+            Some(asker) => Some((asker, pipe().map_err(HelperError::Pipe)?)),
             None => None,
         };
         let id = self.calls.fetch_add(1, Ordering::Relaxed);
@@ -159,7 +158,7 @@ impl Shell {
                     tries += 1;
                     *helper = None;
                 }
-                Err(e) => return Err(format!("cannot reach the sandbox helper: {e}")),
+                Err(e) => return Err(HelperError::Unreachable(e)),
             }
         }
         drop(helper);
@@ -186,9 +185,8 @@ impl Shell {
 
     /// Starts a helper and sends it the [`Setup`]: it sets up the sandbox while the caller
     /// goes on.
-    fn start(&self) -> Result<Helper, String> {
-        let (ours, theirs) =
-            socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+    fn start(&self) -> Result<Helper, HelperError> {
+        let (ours, theirs) = socket_pair().map_err(HelperError::SocketPair)?;
         let child = helper::command(&self.policy)?
             .arg(helper::SHELL_ARG)
             .stdin(Stdio::from(theirs))
@@ -196,11 +194,9 @@ impl Shell {
             // A helper that panics says why on cordon's own standard error.
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| {
-                format!(
-                    "cannot start the sandbox helper {}: {e}",
-                    self.policy.helper.display()
-                )
+            .map_err(|source| HelperError::Start {
+                helper: self.policy.helper.clone(),
+                source,
             })?;
         let helper = Helper {
             child,
@@ -211,8 +207,7 @@ impl Shell {
             policy: runner::sent(&self.policy),
             many: self.many,
         };
-        wire::send(helper.socket.as_fd(), &setup, &[])
-            .map_err(|e| format!("cannot pass the sandbox's set-up on: {e}"))?;
+        wire::send(helper.socket.as_fd(), &setup, &[]).map_err(HelperError::SetUp)?;
         Ok(helper)
     }
 }

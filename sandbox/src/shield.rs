@@ -16,13 +16,14 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::Policy;
 use super::index::Index;
 use super::ns;
 use super::protect::{Guard, Protected, Rule};
 use super::quarantine;
+use super::setting::Setting;
 
 /// The protected paths of a shell's workspace.
 pub(super) struct Shield {
@@ -52,13 +53,37 @@ pub(super) struct Raised {
     pub events: Option<u64>,
 }
 
+/// Why the workspace's protected paths cannot be shielded from a command.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ShieldError {
+    #[error("cannot open the workspace {}: {source}", path.display())]
+    Workspace { path: PathBuf, source: io::Error },
+    /// A protected path (`rel`, protected because `why`) cannot be examined.
+    #[error("cannot protect {rel} ({why}): {source}")]
+    Protect {
+        rel: String,
+        why: &'static str,
+        source: io::Error,
+    },
+    /// A protected path is a symbolic link, which a mount cannot cover.
+    #[error(
+        "{rel} is a symbolic link, and it is a protected path ({why}), which bash may see only \
+         as a file or directory; remove the link, or allow it with {}",
+        Setting::Unprotect(rel.clone())
+    )]
+    Symlink { rel: String, why: &'static str },
+}
+
 impl Shield {
     /// The shield of the workspace of `policy`.
-    pub fn new(policy: &Policy) -> Result<Shield, String> {
+    pub fn new(policy: &Policy) -> Result<Shield, ShieldError> {
         let (root, unprotect) = (&policy.workspace, &policy.unprotect);
         let workspace = std::fs::File::open(root)
             .map(OwnedFd::from)
-            .map_err(|e| format!("cannot open the workspace {}: {e}", root.display()))?;
+            .map_err(|source| ShieldError::Workspace {
+                path: root.clone(),
+                source,
+            })?;
         Ok(Shield {
             guard: Guard::new(root, unprotect),
             workspace,
@@ -72,7 +97,7 @@ impl Shield {
     /// The workspace's protected paths that exist, relative to the workspace, for a command
     /// about to start. A symbolic link where a protected path should be refuses the command:
     /// it could lead anywhere, and a mount cannot cover a link.
-    pub fn raise(&mut self) -> Result<Raised, String> {
+    pub fn raise(&mut self) -> Result<Raised, ShieldError> {
         let events = self.index.events();
         if let (Some((shown, then)), Some(now)) = (&self.raised, events)
             && *then == now
@@ -161,29 +186,34 @@ impl Shield {
 
     /// The (device, inode) of what is at the protected path `rel` now, or none when it is
     /// missing.
-    fn identity(&self, protected: &Protected, rel: &str) -> Result<Option<(u64, u64)>, String> {
-        let fail = |e: io::Error| format!("cannot protect {rel} ({}): {e}", protected.rule.why());
+    fn identity(
+        &self,
+        protected: &Protected,
+        rel: &str,
+    ) -> Result<Option<(u64, u64)>, ShieldError> {
+        let why = protected.rule.why();
+        let fail = |source: io::Error| ShieldError::Protect {
+            rel: rel.to_string(),
+            why,
+            source,
+        };
+        // The link is named as the user names the protected path.
+        let symlink = || ShieldError::Symlink {
+            rel: self.guard.shown(&protected.path),
+            why,
+        };
         match ns::open_beneath(&self.workspace, Path::new(rel)) {
             // A link itself is what is opened: it must not be one.
             Ok(at) => {
                 let meta = std::fs::File::from(at).metadata().map_err(fail)?;
                 if meta.is_symlink() {
-                    return Err(symlink(&self.guard, protected));
+                    return Err(symlink());
                 }
                 Ok(Some((meta.dev(), meta.ino())))
             }
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(symlink(&self.guard, protected)),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => Err(symlink()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(fail(e)),
         }
     }
-}
-
-fn symlink(guard: &Guard, protected: &Protected) -> String {
-    let shown = guard.shown(&protected.path);
-    format!(
-        "{shown} is a symbolic link, and it is a protected path ({}), which bash may see only \
-         as a file or directory; remove the link, or allow it with --unprotect {shown}",
-        protected.rule.why()
-    )
 }

@@ -56,8 +56,11 @@ pub(super) struct Sources {
 impl Sources {
     /// Opens every host tree the view of `policy` shows. With `idmap` (cordon runs as root),
     /// the workspace, the extra paths and the home show root's files as the sandbox user's.
-    pub fn open(policy: &Policy, idmap: Option<&OwnedFd>) -> Result<Sources, String> {
-        let opening = |path: &Path, e: io::Error| format!("cannot open {}: {e}", path.display());
+    pub fn open(policy: &Policy, idmap: Option<&OwnedFd>) -> Result<Sources, ViewError> {
+        let opening = |path: &Path, source: io::Error| ViewError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
         let mut system = Vec::new();
         let roots = READ_ROOTS.iter().map(PathBuf::from);
         for path in roots.chain([PathBuf::from("/sys/devices/system/cpu")]) {
@@ -86,21 +89,15 @@ impl Sources {
             (&policy.extra_write, Access::Writable, "writable"),
         ] {
             for path in paths {
-                let real = path.canonicalize().map_err(|e| {
-                    format!("the extra {what} path {} is unusable: {e}", path.display())
-                })?;
-                granted.push((real, access));
+                granted.push((extra(path, what)?, access));
             }
         }
         granted.sort_by_key(|(path, _)| path.components().count());
-        let shared = |path: &Path, tree: OwnedFd| -> Result<OwnedFd, String> {
+        let shared = |path: &Path, tree: OwnedFd| -> Result<OwnedFd, ViewError> {
             if let Some(userns) = idmap {
-                ns::idmap(&tree, userns).map_err(|e| {
-                    format!(
-                        "cannot show {} to the sandbox's user (an idmapped mount of it \
-                         failed: {e}; its file system may not support idmapped mounts)",
-                        path.display()
-                    )
+                ns::idmap(&tree, userns).map_err(|source| ViewError::Idmap {
+                    path: path.to_path_buf(),
+                    source,
                 })?;
             }
             Ok(tree)
@@ -111,13 +108,17 @@ impl Sources {
                 let dir = path.is_dir();
                 // A layer's keeper already shows it as the command's own (see `layer`).
                 if let Some(socket) = policy.layer.as_deref().filter(|_| path == policy.workspace) {
-                    let tree = super::layer::receive(socket)?;
+                    let tree =
+                        super::layer::receive(socket).map_err(|source| ViewError::Layer {
+                            socket: socket.to_path_buf(),
+                            source,
+                        })?;
                     return Ok((path, Entry::Tree(tree, access, dir)));
                 }
                 let tree = ns::open_tree(&path).map_err(|e| opening(&path, e))?;
                 Ok((path.clone(), Entry::Tree(shared(&path, tree)?, access, dir)))
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, ViewError>>()?;
         let home = match &policy.home {
             Some(dir) => {
                 let tree = ns::open_tree(dir).map_err(|e| opening(dir, e))?;
@@ -132,6 +133,59 @@ impl Sources {
             home,
         })
     }
+}
+
+/// Why a command's view cannot be made: the step, the path and the system's error.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ViewError {
+    #[error("cannot open {}: {source}", path.display())]
+    Open { path: PathBuf, source: io::Error },
+    #[error("the extra {what} path {} is unusable: {source}", path.display())]
+    Extra {
+        /// "readable" or "writable".
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error(
+        "cannot show {} to the sandbox's user (an idmapped mount of it failed: {source}; its \
+         file system may not support idmapped mounts)",
+        path.display()
+    )]
+    Idmap { path: PathBuf, source: io::Error },
+    /// The keeper of the workspace's layer, listening at `socket`, did not hand it over.
+    #[error(
+        "cannot get the workspace's layer from its keeper at {}: {source}",
+        socket.display()
+    )]
+    Layer { socket: PathBuf, source: io::Error },
+    /// A step of building the view the zygote keeps; the path as commands see it.
+    #[error("cannot build the command's view: {doing} {}: {source}", path.display())]
+    Build {
+        doing: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// The zygote could not enter a command's mount namespace to cover what it must not change.
+    #[error("cannot enter the command's mount namespace: {0}")]
+    Enter(io::Error),
+    /// A step of a command's own part of the view.
+    #[error("cannot prepare the command's view: {doing} {}: {source}", path.display())]
+    Prepare {
+        doing: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+/// `path`, an extra path of a policy (`what`: readable or writable), canonical: it must
+/// exist.
+pub(super) fn extra(path: &Path, what: &'static str) -> Result<PathBuf, ViewError> {
+    path.canonicalize().map_err(|source| ViewError::Extra {
+        what,
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The view, as built.
@@ -150,18 +204,16 @@ pub(super) fn tmp_options(memory: u64) -> String {
 /// is kept), and `/proc` belongs to the zygote: each command mounts its own ([`fresh`]).
 /// `/tmp` is a tmpfs of the options `lasting_tmp` that every command of the view shares (a
 /// session's), else a mount point too.
-pub(super) fn build(sources: Sources, lasting_tmp: Option<&str>) -> Result<View, String> {
+pub(super) fn build(sources: Sources, lasting_tmp: Option<&str>) -> Result<View, ViewError> {
     let root = Path::new(NEW_ROOT);
     let at = |path: &Path| root.join(path.strip_prefix("/").unwrap_or(path));
     // Paths are named as the command would see them.
-    let fail = |doing: &str, path: &Path, e: io::Error| {
-        let seen = path
+    let fail = |doing: &'static str, path: &Path, source: io::Error| ViewError::Build {
+        doing,
+        path: path
             .strip_prefix(root)
-            .map_or(path.to_path_buf(), |p| Path::new("/").join(p));
-        format!(
-            "cannot build the command's view: {doing} {}: {e}",
-            seen.display()
-        )
+            .map_or(path.to_path_buf(), |p| Path::new("/").join(p)),
+        source,
     };
     // Nothing done here propagates back to the host.
     ns::mount(
@@ -294,7 +346,7 @@ pub(super) struct Fresh<'a> {
 }
 
 /// Mounts what is fresh for a command in its init's mount namespace (a copy of the view).
-pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
+pub(super) fn fresh(fresh: &Fresh) -> Result<(), ViewError> {
     let proc = Path::new("/proc");
     ns::mount(
         Some(Path::new("proc")),
@@ -344,7 +396,7 @@ pub(super) fn fresh(fresh: &Fresh) -> Result<(), String> {
 }
 
 /// What of a command's workspace is covered in its view.
-pub(super) struct Covers<'a> {
+pub(super) struct ToCover<'a> {
     /// The workspace, as the view shows it.
     pub workspace: &'a Path,
     /// The protected paths, relative to the workspace (each exists: a stand-in for a missing
@@ -355,7 +407,7 @@ pub(super) struct Covers<'a> {
 }
 
 /// Mounts the covers of `covers` in the calling process's mount namespace (a command's).
-pub(super) fn cover(covers: &Covers) -> Result<(), String> {
+pub(super) fn cover(covers: &ToCover) -> Result<(), ViewError> {
     // Read-only whatever the grants above them, opened beneath the workspace without
     // following a link.
     if !covers.protected.is_empty() {
@@ -391,11 +443,12 @@ pub(super) fn cover(covers: &Covers) -> Result<(), String> {
 }
 
 /// The refusal of a step of a command's own view that failed: `doing` `path`.
-fn unprepared(doing: &str, path: &Path, e: io::Error) -> String {
-    format!(
-        "cannot prepare the command's view: {doing} {}: {e}",
-        path.display()
-    )
+fn unprepared(doing: &'static str, path: &Path, source: io::Error) -> ViewError {
+    ViewError::Prepare {
+        doing,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Covers `target`: an empty read-only directory over a directory, an empty device

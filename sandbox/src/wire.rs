@@ -24,7 +24,8 @@ use rustix::net::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{Blocked, Layer, Policy, Status};
+use super::cgroup::NotEntered;
+use super::{Blocked, CannotRun, Layer, Policy, Status};
 
 /// What the host sends a shell's helper first: the policy of every command, as itself.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -109,15 +110,15 @@ pub(super) enum FromZygote {
     /// The view is built: commands may come.
     Ready,
     /// The sandbox cannot be set up, for this reason.
-    Refused { why: String },
+    Refused { why: CannotRun },
     /// The zygote moved into the memory cgroup it was given, or could not, for this reason.
-    Entered { failed: Option<String> },
+    Entered { failed: Option<NotEntered> },
     /// Call `id` has its init (in the memory cgroup the zygote was in); the zygote then moved
     /// into the next one, when given one, or could not, for this reason. In a shell of many
     /// commands it comes with the read end of the pipe the init writes bash's status to, for
     /// the helper to hear it first-hand (unless the helper took the init offered, whose pipe
     /// it holds).
-    Started { id: u64, failed: Option<String> },
+    Started { id: u64, failed: Option<NotEntered> },
     /// The ready init, covered for `generation`, which the helper may hand the next command to
     /// itself (one hop fewer on the command's way in) when it covers the same and the zygote
     /// has been sent `serial` calls so far ([`ToZygote::Fork`] or [`ToZygote::Took`]): an
@@ -317,7 +318,7 @@ pub(super) struct Report {
 
 impl Report {
     /// A command that could not run, for `why`.
-    pub fn refused(why: String) -> Report {
+    pub fn refused(why: CannotRun) -> Report {
         Report {
             status: Status::Refused(why),
             layers: Vec::new(),
@@ -366,7 +367,10 @@ mod tests {
             Status::Signaled("SIGKILL".into()),
             Status::TimedOut(30),
             Status::OutOfMemory(4096),
-            Status::Refused("no Landlock\nat all".into()),
+            Status::Refused(CannotRun::Missing {
+                layer: crate::OptionalLayer::Landlock,
+                why: "no Landlock\nat all".into(),
+            }),
         ] {
             let layers = vec![Layer::new("pid", crate::Enforcement::Enforced, "its own")];
             let protected = vec![".git/hooks".to_string()];

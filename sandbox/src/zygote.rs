@@ -26,11 +26,13 @@ use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use super::confine::{Plan, Rules, refusal};
+use super::cgroup::NotEntered;
+use super::confine::{Plan, Rules};
 use super::init::{self, Go, Prepared};
 use super::ns;
 use super::process;
-use super::view::{self, Sources, View};
+use super::refused::{CannotRun, Part};
+use super::view::{self, Sources, View, ViewError};
 use super::wire::{self, FromZygote, Setup, ToZygote};
 use super::{DEFAULT_MEMORY_LIMIT, Status, whole_secs};
 
@@ -81,7 +83,7 @@ pub(super) fn main(mut zygote: Zygote, go: OwnedFd, socket: OwnedFd) -> ! {
     match set_up(&mut zygote) {
         Ok(ready) => {
             let _ = wire::send(socket.as_fd(), &FromZygote::Ready, &[]);
-            Server {
+            ServingZygote {
                 zygote: &zygote,
                 ready: &ready,
                 socket: &socket,
@@ -126,24 +128,25 @@ struct Spare {
     mounts: Option<OwnedFd>,
     /// Whether it ended without getting ready: its status says why.
     failed: bool,
-    /// The generation of covers mounted in it ([`Covers`]).
+    /// The generation of covers mounted in it ([`LastCovers`]).
     covered: Option<u64>,
 }
 
 /// What the last command's view covered, which the next command's most likely covers too:
 /// a ready init is covered so ahead, and again only when its command's generation differs.
-struct Covers {
+struct LastCovers {
     generation: u64,
     protected: Vec<String>,
     hidden: Vec<Vec<u8>>,
 }
 
 /// Takes the sandbox's identity, builds the view and opens the Landlock rules' paths.
-fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
+fn set_up(zygote: &mut Zygote) -> Result<Ready, CannotRun> {
     let setup = &zygote.setup;
+    let namespaces = |why: String| CannotRun::unconfinable(Part::Namespaces, why);
     if zygote.sandbox_user {
         ns::become_sandbox_user()
-            .map_err(|e| refusal(format!("cannot become the sandbox's user: {e}")))?;
+            .map_err(|e| namespaces(format!("cannot become the sandbox's user: {e}")))?;
         // A change of user clears the parent-death signal: set it again. A helper that died
         // in between closed its socket, which ends the zygote once it serves.
         // SAFETY: a plain prctl.
@@ -152,23 +155,25 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
     let name = b"cordon";
     // SAFETY: a valid buffer of the length given.
     if unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) } != 0 {
-        return Err(refusal(format!(
+        return Err(namespaces(format!(
             "cannot name the UTS namespace: {}",
             io::Error::last_os_error()
         )));
     }
     let sources = match zygote.sources.take() {
         Some(sources) => sources,
-        None => Sources::open(&setup.policy, None)?,
+        None => Sources::open(&setup.policy, None).map_err(|e| CannotRun::failed(Part::View, e))?,
     };
     // A shell of many commands (a session) keeps one /tmp for them all.
     let memory = setup.policy.memory_limit.unwrap_or(DEFAULT_MEMORY_LIMIT);
     let tmp = view::tmp_options(memory);
-    let view = view::build(sources, setup.many.then_some(tmp.as_str())).map_err(refusal)?;
-    let rules = Rules::open(&setup.policy, zygote.plan.abi()).map_err(refusal)?;
+    let view = view::build(sources, setup.many.then_some(tmp.as_str()))
+        .map_err(|e| CannotRun::unconfinable(Part::View, e))?;
+    let rules = Rules::open(&setup.policy, zygote.plan.abi())
+        .map_err(|e| CannotRun::unconfinable(Part::Landlock, e))?;
     let mounts = File::open("/proc/self/ns/mnt")
         .map(OwnedFd::from)
-        .map_err(|e| refusal(format!("cannot open the sandbox's mount namespace: {e}")))?;
+        .map_err(|e| namespaces(format!("cannot open the sandbox's mount namespace: {e}")))?;
     // SAFETY: no arguments.
     let ids = unsafe { (libc::geteuid(), libc::getegid()) };
     Ok(Ready {
@@ -180,7 +185,7 @@ fn set_up(zygote: &mut Zygote) -> Result<Ready, String> {
 }
 
 /// The zygote at work.
-struct Server<'a> {
+struct ServingZygote<'a> {
     zygote: &'a Zygote,
     ready: &'a Ready,
     /// The helper's socket.
@@ -188,12 +193,12 @@ struct Server<'a> {
     running: HashMap<u64, Running>,
     /// The init of the next command, when there is one ready ahead.
     spare: Option<Spare>,
-    covers: Option<Covers>,
+    covers: Option<LastCovers>,
     /// How many calls the helper has sent ([`ToZygote::Fork`] or [`ToZygote::Took`]).
     calls: u64,
 }
 
-impl Server<'_> {
+impl ServingZygote<'_> {
     /// Starts, follows and kills commands as the helper asks, until it goes away.
     fn serve(&mut self) {
         loop {
@@ -315,7 +320,12 @@ impl Server<'_> {
 
     /// Follows call `id`, `started` or not, and tells the helper; moves into the cgroup of
     /// the command after, `then`, and readies its init: false when the helper is gone.
-    fn begun(&mut self, id: u64, started: Result<Running, String>, then: Option<OwnedFd>) -> bool {
+    fn begun(
+        &mut self,
+        id: u64,
+        started: Result<Running, CannotRun>,
+        then: Option<OwnedFd>,
+    ) -> bool {
         self.calls += 1;
         let mut status = None;
         let outcome = match started {
@@ -363,12 +373,15 @@ impl Server<'_> {
 
     /// The spare init, to which the helper handed its command: followed from now on, its
     /// status heard by the helper.
-    fn taken(&mut self) -> Result<Running, String> {
+    fn taken(&mut self) -> Result<Running, CannotRun> {
         match self.spare.take() {
             Some(spare) if spare.mounts.is_some() => Ok(self.running(spare, false)),
             spare => {
                 self.spare = spare;
-                Err("the sandbox's zygote had no ready init for the command".into())
+                Err(CannotRun::failed(
+                    Part::Helper,
+                    "the sandbox's zygote had no ready init for the command",
+                ))
             }
         }
     }
@@ -402,21 +415,25 @@ impl Server<'_> {
     }
 
     /// Clones a command's init, which readies itself ahead of its command.
-    fn clone_init(&mut self) -> Result<Spare, String> {
+    fn clone_init(&mut self) -> Result<Spare, CannotRun> {
         let zygote = self.zygote;
-        let (status_read, status_write) =
-            process::pipe().map_err(|e| format!("cannot create a pipe: {e}"))?;
-        let (control, theirs) =
-            process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
+        let (status_read, status_write) = process::pipe()
+            .map_err(|e| CannotRun::failed(Part::Helper, format!("cannot create a pipe: {e}")))?;
+        let (control, theirs) = process::socket_pair().map_err(|e| {
+            CannotRun::failed(Part::Helper, format!("cannot create a socket pair: {e}"))
+        })?;
         let mut flags = ns::EVERY_COMMAND;
         if zygote.setup.policy.network.proxied().is_some() {
             flags |= libc::CLONE_NEWNET;
         }
         let pid = ns::clone(flags).map_err(|e| {
-            refusal(format!(
-                "the kernel refused to create the command's namespaces: {e}{}",
-                ns::NAMESPACE_HINT
-            ))
+            CannotRun::unconfinable(
+                Part::Namespaces,
+                format!(
+                    "the kernel refused to create the command's namespaces: {e}{}",
+                    ns::NAMESPACE_HINT
+                ),
+            )
         })?;
         if pid == 0 {
             // Nothing of the other commands, nor the helper's socket, stays open in this one's
@@ -448,7 +465,10 @@ impl Server<'_> {
             signal(pid);
             // SAFETY: reaping the child just signalled.
             unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::__WALL) };
-            return Err(format!("cannot follow the command's init: {e}"));
+            return Err(CannotRun::failed(
+                Part::Helper,
+                format!("cannot follow the command's init: {e}"),
+            ));
         }
         // Read when readable, without waiting for the init's exit.
         // SAFETY: setting a flag on a descriptor this function owns.
@@ -466,7 +486,7 @@ impl Server<'_> {
     }
 
     /// Hands the command of `fork` to the ready init; `fds` are what the helper attached to it.
-    fn start(&mut self, fork: ToZygote, fds: Vec<OwnedFd>) -> Result<Running, String> {
+    fn start(&mut self, fork: ToZygote, fds: Vec<OwnedFd>) -> Result<Running, CannotRun> {
         let ToZygote::Fork {
             command,
             protected,
@@ -496,7 +516,7 @@ impl Server<'_> {
             signal(spare.pid);
             return Err(refused(spare));
         };
-        let covers = Covers {
+        let covers = LastCovers {
             generation,
             protected,
             hidden,
@@ -506,7 +526,7 @@ impl Server<'_> {
         {
             signal(spare.pid);
             refused(spare);
-            return Err(refusal(why));
+            return Err(CannotRun::unconfinable(Part::View, why));
         }
         self.covers = Some(covers);
         let go = Go {
@@ -521,7 +541,10 @@ impl Server<'_> {
         if let Err(e) = wire::send(spare.control.as_fd(), &go, &attached) {
             signal(spare.pid);
             refused(spare);
-            return Err(format!("cannot hand the command to its init: {e}"));
+            return Err(CannotRun::failed(
+                Part::Helper,
+                format!("cannot hand the command to its init: {e}"),
+            ));
         }
         Ok(self.running(spare, true))
     }
@@ -541,8 +564,13 @@ impl Server<'_> {
 }
 
 /// Mounts `covers` into an init's mount namespace `mounts`.
-fn cover(zygote: &Zygote, ready: &Ready, mounts: &OwnedFd, covers: &Covers) -> Result<(), String> {
-    let view = view::Covers {
+fn cover(
+    zygote: &Zygote,
+    ready: &Ready,
+    mounts: &OwnedFd,
+    covers: &LastCovers,
+) -> Result<(), ViewError> {
+    let view = view::ToCover {
         workspace: &zygote.setup.policy.workspace,
         protected: &covers.protected,
         hidden: &covers.hidden,
@@ -555,14 +583,11 @@ fn cover(zygote: &Zygote, ready: &Ready, mounts: &OwnedFd, covers: &Covers) -> R
 fn within(
     theirs: &OwnedFd,
     ours: &OwnedFd,
-    cover: impl FnOnce() -> Result<(), String>,
-) -> Result<(), String> {
+    cover: impl FnOnce() -> Result<(), ViewError>,
+) -> Result<(), ViewError> {
     // SAFETY: entering a mount namespace by its descriptor; the zygote is single-threaded.
     if unsafe { libc::setns(theirs.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
-        return Err(format!(
-            "cannot enter the command's mount namespace: {}",
-            io::Error::last_os_error()
-        ));
+        return Err(ViewError::Enter(io::Error::last_os_error()));
     }
     let covered = cover();
     // SAFETY: as above. Staying in a command's namespace would put the next ones wrong.
@@ -574,14 +599,17 @@ fn within(
 
 /// Why an init that could not ready itself, or was given up, did not run its command: what it
 /// says on its status pipe once it has exited, which this waits for.
-fn refused(spare: Spare) -> String {
+fn refused(spare: Spare) -> CannotRun {
     // SAFETY: reaping this process's own child.
     unsafe { libc::waitpid(spare.pid, std::ptr::null_mut(), libc::__WALL) };
     let mut report = Vec::new();
     let _ = (&spare.status).read_to_end(&mut report);
     match serde_json::from_slice::<Status>(&report) {
         Ok(Status::Refused(why)) => why,
-        _ => "the command's init ended before its command came".into(),
+        _ => CannotRun::failed(
+            Part::Helper,
+            "the command's init ended before its command came",
+        ),
     }
 }
 
@@ -594,13 +622,13 @@ fn pollfd(fd: i32) -> libc::pollfd {
 }
 
 /// Moves the zygote into the memory cgroup whose task file is `join`: why it could not.
-fn enter(join: Option<&OwnedFd>) -> Option<String> {
+fn enter(join: Option<&OwnedFd>) -> Option<NotEntered> {
     let Some(join) = join else {
-        return Some("no memory cgroup came to move into".into());
+        return Some(NotEntered::NoCgroup);
     };
     match rustix::io::write(join, b"0") {
         Ok(_) => None,
-        Err(e) => Some(format!("cannot move into a memory cgroup: {e}")),
+        Err(e) => Some(NotEntered::Write(e.to_string())),
     }
 }
 

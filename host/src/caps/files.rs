@@ -401,7 +401,7 @@ mod tests {
         ] {
             let refused = replace(&roots, &root.join(path), b"x");
             assert!(
-                matches!(&refused, Err(ReplaceError::Protected(m)) if m.contains("--unprotect")),
+                matches!(&refused, Err(ReplaceError::Protected(m)) if m.contains("unprotect")),
                 "{path}: {refused:?}"
             );
         }

@@ -24,7 +24,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::grants::HttpGrant;
-use crate::shell::egress::Refusal;
+use crate::shell::egress::NoConnection;
 use crate::state::{HttpHooks, State};
 
 /// The largest response body a plugin receives; beyond it the body ends in an error.
@@ -84,11 +84,11 @@ async fn send(
     };
     let addresses = match decided {
         Ok(addresses) => addresses,
-        Err(Refusal::Blocked(blocked) | Refusal::Unlisted(blocked)) => {
+        Err(NoConnection::Blocked(blocked) | NoConnection::Unlisted(blocked)) => {
             tracing::info!(target = %blocked.target, "plugin request refused");
             return Err(Error::HttpRequestDenied);
         }
-        Err(Refusal::Unreachable(why)) => {
+        Err(NoConnection::Unreachable(why)) => {
             return Err(Error::DnsError {
                 rcode: Some(why),
                 info_code: None,

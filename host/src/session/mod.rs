@@ -494,8 +494,9 @@ async fn allow_host(id: &str, hosts: &Hosts, host: &str, port: u16, ask: &mut im
         header: display::escape(&format!("🌐 {title}")).into_owned(),
         argument: None,
         details: display::escape(&format!(
-            "A command of this call wants to reach {target}, which the allowlist \
-             (--allow-domain) does not name."
+            "A command of this call wants to reach {target}, which the allowlist ({}) does \
+             not name.",
+            crate::shell::Setting::Allowlist
         ))
         .into_owned(),
     };

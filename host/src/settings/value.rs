@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::de::{self, Deserializer, Visitor};
 
-use crate::shell::{Pattern, RESERVED, egress, sets};
+use crate::shell::{Pattern, RESERVED, Setting, egress, sets};
 
 /// Why the text of a setting is not a value of it.
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +35,10 @@ pub enum ValueError {
     )]
     Name,
     #[error(
-        "PATH, HOME and TMPDIR are set by cordon; use --bash-path to extend PATH and \
-         --bash-home to choose the home"
+        "PATH, HOME and TMPDIR are set by cordon; use {} to extend PATH and {} to choose the \
+         home",
+        Setting::BashPath,
+        Setting::BashHome(None)
     )]
     Reserved,
     #[error(transparent)]
