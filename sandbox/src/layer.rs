@@ -32,6 +32,10 @@ pub const KEEPER_ARG: &str = "--cordon-layer-keeper";
 
 /// The directories of a layer, under its directory.
 pub const UPPER: &str = "upper";
+/// The file that lists a layer's frozen levels (checkpoints and forks, see `cordon::layer`):
+/// one absolute directory a line, the lowest first. They lie between the workspace and the
+/// upper directory.
+pub const STACK: &str = "stack";
 const WORK: &str = "work";
 const MERGED: &str = "merged";
 const LOWER: &str = "lower";
@@ -268,6 +272,7 @@ fn mount(workspace: &Path, dir: &Path) -> Result<(UnixListener, File), String> {
     } else {
         workspace.to_path_buf()
     };
+    let levels = stack(dir)?;
     // No redirects and no metadata-only copies: every change is a whole file of the upper
     // directory (a renamed directory is copied). In a user namespace the markers are `user.`
     // extended attributes, which only allow redirects not to be followed.
@@ -276,9 +281,12 @@ fn mount(workspace: &Path, dir: &Path) -> Result<(UnixListener, File), String> {
     } else {
         "userxattr,redirect_dir=nofollow"
     };
+    let mut lowers: Vec<&Path> = levels.iter().rev().map(PathBuf::as_path).collect();
+    lowers.push(&lower);
+    let lowers: Vec<String> = lowers.iter().map(|p| p.display().to_string()).collect();
     let options = format!(
         "lowerdir={},upperdir={},workdir={},metacopy=off,{features}",
-        lower.display(),
+        lowers.join(":"),
         upper.display(),
         dir.join(WORK).display()
     );
@@ -301,6 +309,32 @@ fn mount(workspace: &Path, dir: &Path) -> Result<(UnixListener, File), String> {
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket).map_err(|e| at("listen in", e))?;
     Ok((listener, lock))
+}
+
+/// The frozen levels of the layer at `dir`, the lowest first (none without a stack file).
+fn stack(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let text = match std::fs::read_to_string(dir.join(STACK)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(format!(
+                "cannot read the layer's levels in {}: {e}",
+                dir.display()
+            ));
+        }
+    };
+    let levels: Vec<PathBuf> = text.lines().map(PathBuf::from).collect();
+    if let Some(bad) = levels
+        .iter()
+        .find(|p| p.to_string_lossy().contains([',', ':', '\\']))
+    {
+        return Err(format!(
+            "cannot stack the level {}: overlayfs cannot take a path with a comma, a colon or \
+             a backslash",
+            bad.display()
+        ));
+    }
+    Ok(levels)
 }
 
 /// Hands a copy of the merged tree to each connection, until standard input closes.

@@ -213,3 +213,163 @@ fn the_config_files_layer_key_is_the_option() {
     assert_eq!(bad.code, 2, "{bad:?}");
     assert!(bad.stderr.contains("as a layer name"), "{}", bad.stderr);
 }
+
+/// Runs a bash command in the layer `layer` over the workspace of `c`.
+fn bash_in(c: &Cordon, layer: &str, command: &str) -> String {
+    let input = json!({ "command": command }).to_string();
+    ok(c.run(&["--layer", layer, "call", "bash", &input]))
+}
+
+/// The paths a unified diff names, in order.
+fn paths_of(diff: &str) -> Vec<String> {
+    let heads = diff.lines().filter_map(|l| l.strip_prefix("diff --git a/"));
+    heads
+        .map(|l| l.split(" b/").next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn rollback_restores_a_checkpoint_byte_for_byte() {
+    let c = Cordon::new();
+    c.write("a.txt", "one\ntwo\n");
+    c.write("gone.txt", "bye\n");
+    c.write("d/keep", "keep\n");
+    let state = "cat a.txt; ls -R; od -c bin; stat -c '%n %a' run.sh; cat d/new 2>&1";
+    bash_in(
+        &c,
+        "work",
+        "echo three >> a.txt; rm gone.txt; printf 'x\\0y' > bin; echo hi > run.sh; chmod 755 run.sh; rm -r d; mkdir d; echo n > d/new",
+    );
+    let first = ok(c.run(&["layer", "checkpoint", "work", "first"]));
+    assert_eq!(first, "first\n");
+    let diff_then = ok(c.run(&["layer", "diff", "work"]));
+    let seen_then = bash_in(&c, "work", state);
+
+    // Changed, added and deleted after the checkpoint, over two more levels.
+    bash_in(
+        &c,
+        "work",
+        "echo four >> a.txt; echo later > later.txt; rm bin; chmod 644 run.sh; echo again > gone.txt",
+    );
+    assert_eq!(ok(c.run(&["layer", "checkpoint", "work"])), "2\n");
+    bash_in(
+        &c,
+        "work",
+        "rm -r d later.txt; echo x > a.txt; mkdir e; echo e > e/f",
+    );
+    let diff_now = ok(c.run(&["layer", "diff", "work"]));
+    assert_eq!(
+        paths_of(&diff_now),
+        ["a.txt", "d/keep", "e/f", "gone.txt", "run.sh"],
+        "{diff_now}"
+    );
+    assert_eq!(ok(c.run(&["layer", "checkpoints", "work"])), "first\n2\n");
+
+    ok(c.run(&["layer", "rollback", "work", "first"]));
+    assert_eq!(ok(c.run(&["layer", "diff", "work"])), diff_then);
+    assert_eq!(bash_in(&c, "work", state), seen_then);
+    assert_eq!(ok(c.run(&["layer", "checkpoints", "work"])), "first\n");
+    // The workspace never changed.
+    assert_eq!(c.read("a.txt"), "one\ntwo\n");
+    assert_eq!(c.read("gone.txt"), "bye\n");
+
+    let unknown = c.run(&["layer", "rollback", "work", "2"]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown
+            .stderr
+            .contains("there is no checkpoint \"2\" in the layer")
+            && unknown
+                .stderr
+                .contains("`cordon layer checkpoints` lists them"),
+        "{}",
+        unknown.stderr
+    );
+    let taken = c.run(&["layer", "checkpoint", "work", "first"]);
+    assert!(
+        taken
+            .stderr
+            .contains("there is a checkpoint \"first\" already"),
+        "{}",
+        taken.stderr
+    );
+    let bad = c.run(&["layer", "checkpoint", "work", "a/b"]);
+    assert!(
+        bad.stderr
+            .contains("cannot use \"a/b\" as a checkpoint label"),
+        "{}",
+        bad.stderr
+    );
+
+    // Accept takes the layer's levels and its upper directory together.
+    ok(c.run(&["layer", "accept", "work"]));
+    assert_eq!(c.read("a.txt"), "one\ntwo\nthree\n");
+    assert!(!c.path("gone.txt").exists() && !c.path("d/keep").exists());
+    assert_eq!(c.read("d/new"), "n\n");
+    assert_eq!(ok(c.run(&["layer", "diff", "work"])), "");
+    assert_eq!(ok(c.run(&["layer", "checkpoints", "work"])), "");
+}
+
+#[test]
+fn twenty_forks_each_end_in_their_own_patch() {
+    let c = Cordon::new();
+    c.write("a.txt", "one\n");
+    bash_in(&c, "base", "echo two >> a.txt");
+    ok(c.run(&["layer", "checkpoint", "base", "start"]));
+    for i in 0..20 {
+        ok(c.run(&["layer", "fork", "base", &format!("f{i}")]));
+    }
+    for i in 0..20 {
+        bash_in(&c, &format!("f{i}"), &format!("echo {i} > f{i}.txt"));
+    }
+    for i in 0..20 {
+        let diff = ok(c.run(&["layer", "diff", &format!("f{i}")]));
+        assert_eq!(paths_of(&diff), ["a.txt", &format!("f{i}.txt")], "{diff}");
+        assert!(diff.contains(&format!("+++ b/f{i}.txt\n@@ -0,0 +1 @@\n+{i}\n")));
+    }
+    // The parent is as it was, and so is the workspace.
+    let parent = ok(c.run(&["layer", "diff", "base"]));
+    assert_eq!(paths_of(&parent), ["a.txt"], "{parent}");
+    assert_eq!(bash_in(&c, "base", "ls"), "a.txt\n");
+    assert_eq!(c.read("a.txt"), "one\n");
+
+    // A fork keeps the checkpoints; rolling it back leaves the others alone.
+    ok(c.run(&["layer", "rollback", "f0", "start"]));
+    assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "f0"]))), ["a.txt"]);
+    assert_eq!(bash_in(&c, "f1", "cat f1.txt"), "1\n");
+
+    // Accepting a layer whose levels others stack would change their view: refused.
+    let refused = c.run(&["layer", "accept", "f1"]);
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused.stderr.contains("shares its levels with forks"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(c.read("a.txt"), "one\n");
+    let taken = c.run(&["layer", "fork", "base", "f2"]);
+    assert!(
+        taken.stderr.contains("is a layer already"),
+        "{}",
+        taken.stderr
+    );
+
+    // Discarding the parent leaves the forks whole; the last one leaves nothing behind.
+    ok(c.run(&["layer", "discard", "base"]));
+    assert_eq!(bash_in(&c, "f3", "cat a.txt f3.txt"), "one\ntwo\n3\n");
+    for i in 0..20 {
+        if i != 1 {
+            ok(c.run(&["layer", "discard", &format!("f{i}")]));
+        }
+    }
+    // The last fork holds the levels alone, and can be accepted.
+    ok(c.run(&["layer", "accept", "f1"]));
+    assert_eq!(c.read("a.txt"), "one\ntwo\n");
+    assert_eq!(c.read("f1.txt"), "1\n");
+    ok(c.run(&["layer", "discard", "f1"]));
+    let left: Vec<_> = std::fs::read_dir(c.data_dir().join("cordon/layers"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
