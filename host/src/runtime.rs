@@ -122,11 +122,16 @@ pub struct Runtime {
     /// The variables whose values plugins' requests carry as secret headers: redacted from
     /// every output.
     secrets: Vec<String>,
-    /// The keeper of the workspace's layer, held so that it lives as long as the runtime.
-    _layer: Option<crate::shell::layer::Keeper>,
+    /// The workspace's layer, whose keeper lives as long as the runtime.
+    layer: Option<crate::layer::Live>,
 }
 
 impl Runtime {
+    /// The layer the workspace is seen through (`--layer`), if any.
+    pub fn layer(&self) -> Option<&crate::layer::Live> {
+        self.layer.as_ref()
+    }
+
     /// Loads the built-in plugins and the third-party plugins, as `options` say once resolved
     /// ([`Options::resolve`]).
     pub async fn new(options: Options) -> Result<Self, Error> {
@@ -156,8 +161,8 @@ impl Runtime {
         for dir in &resolved.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &resolved)?);
         }
-        if let Some(keeper) = &layer {
-            crate::layer::redirect(&mut specs, &resolved.workspace, &keeper.merged());
+        if let Some(live) = &layer {
+            crate::layer::redirect(&mut specs, &resolved.workspace, &live.merged());
         }
         // Before anything is compiled or loaded, and against every plugin (not only the one a
         // one-shot call loads): what this start loads must be out of reach of what it runs.
@@ -197,7 +202,7 @@ impl Runtime {
             resolved,
             own,
             secrets,
-            _layer: layer,
+            layer,
         };
         runtime.load(specs).await?;
         Ok(runtime)

@@ -139,7 +139,7 @@ pub fn workspace_of(dir: &Path) -> Result<PathBuf, LayerError> {
 
 /// Mounts the layer at `resolved.layer` over the workspace and points bash at it; none when no
 /// layer is asked for. The keeper lives as long as what is returned.
-pub fn start(resolved: &mut Resolved) -> Result<Option<Keeper>, LayerError> {
+pub fn start(resolved: &mut Resolved) -> Result<Option<Live>, LayerError> {
     let Some(dir) = resolved.layer.clone() else {
         return Ok(None);
     };
@@ -169,7 +169,74 @@ pub fn start(resolved: &mut Resolved) -> Result<Option<Keeper>, LayerError> {
     }
     let keeper = mount(&resolved.shell.helper, &resolved.workspace, &dir)?;
     resolved.shell.layer = Some(keeper.socket());
-    Ok(Some(keeper))
+    Ok(Some(Live {
+        keeper,
+        dir,
+        workspace: resolved.workspace.clone(),
+    }))
+}
+
+/// The layer a cordon runs in, with the operations its session offers: they act between
+/// calls, the keeper's mount taken down and put up again around a change of the stack.
+#[derive(Debug)]
+pub struct Live {
+    keeper: Keeper,
+    dir: PathBuf,
+    workspace: PathBuf,
+}
+
+impl Live {
+    /// The layer's merged tree, as this process reaches it.
+    pub fn merged(&self) -> PathBuf {
+        self.keeper.merged()
+    }
+
+    /// The layer's changes as a unified diff, or `git diff --stat`'s summary.
+    pub fn diff(&self, stat: bool) -> Result<String, LayerError> {
+        let changes = changes(&self.dir, &self.workspace)?;
+        let text = match stat {
+            true => patch::stat(&self.workspace, &changes),
+            false => patch::unified(&self.workspace, &changes),
+        };
+        text.map_err(io_at("read the layer", &self.dir))
+    }
+
+    /// The layer's checkpoints, the oldest first.
+    pub fn checkpoints(&self) -> Result<Vec<stack::Checkpoint>, LayerError> {
+        stack::checkpoints(&self.dir)
+    }
+
+    /// Takes a checkpoint ([`stack::checkpoint`]); returns its label.
+    pub fn checkpoint(&self, label: Option<&str>) -> Result<String, LayerError> {
+        self.remounting(|| stack::checkpoint_unmounted(&self.dir, label))
+    }
+
+    /// Rolls the layer back to the checkpoint `label` ([`stack::rollback`]).
+    pub fn rollback(&self, label: &str) -> Result<(), LayerError> {
+        if !self.checkpoints()?.iter().any(|c| c.label == label) {
+            return Err(LayerError::NoCheckpoint {
+                label: label.into(),
+                layer: self.dir.clone(),
+            });
+        }
+        self.remounting(|| stack::rollback_unmounted(&self.dir, label))
+    }
+
+    /// Forks the layer, as it is now, into the layer `name` ([`stack::fork`]); returns the
+    /// fork's directory.
+    pub fn fork(&self, name: &str) -> Result<PathBuf, LayerError> {
+        let new = dir(name)?;
+        stack::free(&new)?;
+        self.remounting(|| stack::fork_unmounted(&self.dir, &new))?;
+        Ok(new)
+    }
+
+    fn remounting<T>(
+        &self,
+        change: impl FnOnce() -> Result<T, LayerError>,
+    ) -> Result<T, LayerError> {
+        self.keeper.remounting(change).map_err(LayerError::Mount)?
+    }
 }
 
 /// Starts the keeper of the layer at `dir` over `workspace`.

@@ -326,14 +326,11 @@ pub fn fork(dir: &Path, new: &Path) -> Result<(), LayerError> {
         Err(LayerError::Busy(_)) => return Err(LayerError::BusyFork(dir.into())),
         Err(e) => return Err(e),
     };
-    make_fork(dir, new, &stack).inspect_err(|_| {
-        let _ = release_all(new);
-        let _ = fs::remove_dir_all(new);
-    })
+    make_fork(dir, new, &stack)
 }
 
 /// Refuses a fork's directory that is a layer or holds something else.
-fn free(new: &Path) -> Result<(), LayerError> {
+pub(super) fn free(new: &Path) -> Result<(), LayerError> {
     if new.join(WORKSPACE).exists() {
         return Err(LayerError::Exists(new.into()));
     }
@@ -348,8 +345,16 @@ fn free(new: &Path) -> Result<(), LayerError> {
     Ok(())
 }
 
+/// Makes the fork `new` of `dir` over `stack`; a fork that fails leaves nothing.
 fn make_fork(dir: &Path, new: &Path, stack: &[PathBuf]) -> Result<(), LayerError> {
     free(new)?;
+    stack_onto(dir, new, stack).inspect_err(|_| {
+        let _ = release_all(new);
+        let _ = fs::remove_dir_all(new);
+    })
+}
+
+fn stack_onto(dir: &Path, new: &Path, stack: &[PathBuf]) -> Result<(), LayerError> {
     let at = io_at("create the fork", new);
     fs::create_dir_all(new.join(UPPER)).map_err(at)?;
     for level in stack {
