@@ -373,3 +373,74 @@ fn twenty_forks_each_end_in_their_own_patch() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_session_checkpoints_rolls_back_and_forks_its_layer_while_it_runs() {
+    let c = Cordon::new().with_args(&["--layer", "work"]);
+    c.write("a.txt", "one\n");
+    let lines = [
+        json!({"tool": "bash", "input": {"command": "echo two >> a.txt"}}),
+        json!({"id": "c", "layer": "checkpoint", "label": "first"}),
+        json!({"tool": "bash", "input": {"command": "echo three >> a.txt; echo b > b.txt"}}),
+        json!({"end_turn": true}),
+        json!({"tool": "write_file", "input": {"path": "a.txt", "content": "gone\n"}}),
+        json!({"layer": "checkpoints"}),
+        json!({"layer": "rollback", "label": "first"}),
+        json!({"tool": "bash", "input": {"command": "cat a.txt; ls"}}),
+        json!({"tool": "read_file", "input": {"path": "a.txt"}}),
+        json!({"layer": "fork", "name": "side"}),
+        json!({"tool": "bash", "input": {"command": "echo mine > mine.txt"}}),
+        json!({"layer": "diff", "stat": true}),
+        json!({"layer": "rollback", "label": "nope"}),
+        json!({"layer": "launch"}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let out = c.session(input);
+    assert_eq!(out[1], json!({"id": "c", "checkpoint": "first"}));
+    assert_eq!(out[3]["checkpoint"], "2", "{}", out[3]);
+    assert_eq!(out[5], json!({"checkpoints": ["first", "2"]}));
+    assert_eq!(out[6], json!({"rolled_back": "first"}));
+    // The session's commands and file tools see the state of the checkpoint.
+    assert_eq!(out[7]["output"], "one\ntwo\na.txt\n", "{}", out[7]);
+    assert!(
+        out[8]["output"].as_str().unwrap().contains("two"),
+        "{}",
+        out[8]
+    );
+    assert_eq!(out[9], json!({"fork": "side"}));
+    let stat = out[11]["diff"].as_str().unwrap();
+    assert!(
+        stat.starts_with(" a.txt    | 1 +\n mine.txt | 1 +\n 2 files changed"),
+        "{stat}"
+    );
+    assert!(
+        out[12]["error"]
+            .as_str()
+            .unwrap()
+            .contains("there is no checkpoint \"nope\""),
+        "{}",
+        out[12]
+    );
+    assert!(
+        out[13]["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"layer\" must be"),
+        "{}",
+        out[13]
+    );
+    // The fork is as the layer was when forked.
+    let fork = ok(c.run(&["layer", "diff", "side"]));
+    assert_eq!(paths_of(&fork), ["a.txt"], "{fork}");
+    assert_eq!(c.read("a.txt"), "one\n");
+    // Without a layer, the operations are refused with what to do.
+    let plain = Cordon::new().session(format!("{}\n", json!({"layer": "diff"})));
+    assert!(
+        plain[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("start it with --layer NAME"),
+        "{}",
+        plain[0]
+    );
+}
