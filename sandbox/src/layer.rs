@@ -16,8 +16,8 @@
 //! when its standard input closes: when the cordon that started it ends, however it ends.
 //! On its standard input it also takes `unmount` and `mount` lines, between which its cordon
 //! changes the layer's levels ([`Keeper::remounting`]); it answers each with `ready` or
-//! `error: WHY`. It listens on a new socket after each mount, so a shell's helper whose view
-//! holds the old mount is started again ([`generation`]).
+//! `error: WHY`. It notes when it mounted the layer, so a shell's helper whose view holds an
+//! older mount is started again ([`generation`]).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -45,6 +45,8 @@ const WORK: &str = "work";
 const MERGED: &str = "merged";
 const LOWER: &str = "lower";
 const SOCKET: &str = "keeper.sock";
+/// When the keeper last mounted the layer, in nanoseconds since the epoch ([`generation`]).
+const MOUNTED: &str = "mounted";
 const LOCK: &str = "lock";
 
 /// How long a keeper waits for the layer's lock before it is refused.
@@ -150,14 +152,12 @@ impl Drop for Keeper {
     }
 }
 
-/// Which mount of its layer a shell of `policy` would get: the inode of its keeper's socket,
-/// renewed at each mount (0 without a layer).
+/// Which mount of its layer a shell of `policy` would get: when its keeper mounted it, as
+/// it wrote in the layer's directory (0 without a layer).
 pub(super) fn generation(policy: &super::Policy) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let socket = policy.layer.as_deref();
-    socket
-        .and_then(|s| std::fs::metadata(s).ok())
-        .map_or(0, |m| m.ino())
+    let dir = policy.layer.as_deref().and_then(Path::parent);
+    let text = dir.and_then(|dir| std::fs::read_to_string(dir.join(MOUNTED)).ok());
+    text.and_then(|t| t.trim().parse().ok()).unwrap_or(0)
 }
 
 /// A detached copy of the merged tree of the layer whose keeper listens at `socket`.
@@ -374,13 +374,17 @@ fn overlay(mounted: &mut Mounted) -> Result<(), String> {
             upper.display()
         )
     })?;
-    // A new socket, bound beside and renamed over the old: its inode tells the mounts apart.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let stamp = dir.join(MOUNTED);
+    let next = stamp.with_extension("new");
+    std::fs::write(&next, format!("{nanos}\n"))
+        .and_then(|()| std::fs::rename(&next, &stamp))
+        .map_err(|e| at("write in", e))?;
     let socket = dir.join(SOCKET);
-    let next = socket.with_extension("new");
-    let _ = std::fs::remove_file(&next);
-    let listener = UnixListener::bind(&next).map_err(|e| at("listen in", e))?;
-    std::fs::rename(&next, &socket).map_err(|e| at("listen in", e))?;
-    mounted.listener = Some(listener);
+    let _ = std::fs::remove_file(&socket);
+    mounted.listener = Some(UnixListener::bind(&socket).map_err(|e| at("listen in", e))?);
     Ok(())
 }
 

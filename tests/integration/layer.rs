@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::util::{Cordon, Run};
+use crate::util::{Cordon, Live, Run};
 
 fn ok(run: Run) -> String {
     assert_eq!(run.code, 0, "expected success: {run:?}");
@@ -443,4 +443,57 @@ fn a_session_checkpoints_rolls_back_and_forks_its_layer_while_it_runs() {
         "{}",
         plain[0]
     );
+}
+
+#[test]
+fn a_layer_in_use_is_changed_from_its_session_and_a_deep_stack_is_merged() {
+    let c = Cordon::new().with_args(&["--layer", "deep"]);
+    c.write("a.txt", "one\n");
+    let mut live = Live::start(&c);
+    assert_eq!(live.bash("echo two >> a.txt; cat a.txt"), "one\ntwo\n");
+    // From another terminal, the stack of a layer in use does not change.
+    let busy = c.run(&["layer", "checkpoint", "deep"]);
+    assert_eq!(busy.code, 2);
+    assert!(
+        busy.stderr.contains(
+            "is in use by a running cordon; checkpoint it, roll it back or fork it from its session"
+        ),
+        "{}",
+        busy.stderr
+    );
+    let busy = c.run(&["layer", "fork", "deep", "other"]);
+    assert!(
+        busy.stderr
+            .contains("has changes since its last checkpoint; fork it from its session"),
+        "{}",
+        busy.stderr
+    );
+    // Thirty turns, each a checkpoint: past 24 levels, the lowest are merged.
+    for i in 1..=30 {
+        live.bash(&format!("echo {i} > f{i}.txt"));
+        live.send(json!({"end_turn": true}));
+        assert_eq!(live.receive()["checkpoint"], i.to_string());
+    }
+    // Forked as it was at its last checkpoint, even while in use.
+    ok(c.run(&["layer", "fork", "deep", "other"]));
+    live.finish();
+    let stack = std::fs::read_to_string(c.data_dir().join("cordon/layers/deep/stack")).unwrap();
+    assert_eq!(stack.lines().count(), 24);
+    let labels: Vec<String> = (7..=30).map(|i| format!("{i}\n")).collect();
+    assert_eq!(
+        ok(c.run(&["layer", "checkpoints", "deep"])),
+        labels.concat()
+    );
+    let mut files: Vec<String> = (1..=30).map(|i| format!("f{i}.txt")).collect();
+    files.sort();
+    files.insert(0, "a.txt".into());
+    assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "deep"]))), files);
+    assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "other"]))), files);
+    ok(c.run(&["layer", "rollback", "deep", "7"]));
+    let listed = ok(c.call("bash", json!({"command": "ls | tr '\\n' ' '"})));
+    assert_eq!(
+        listed,
+        "a.txt f1.txt f2.txt f3.txt f4.txt f5.txt f6.txt f7.txt "
+    );
+    assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "other"]))), files);
 }

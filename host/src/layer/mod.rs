@@ -61,6 +61,12 @@ pub enum LayerError {
     )]
     Busy(PathBuf),
     #[error(
+        "the layer {0} is in use by a running cordon; checkpoint it, roll it back or fork it \
+         from its session ({{\"layer\": \"checkpoint\"}}, {{\"layer\": \"rollback\", \
+         \"label\": LABEL}}), or end that cordon first (its mount cannot change under it)"
+    )]
+    BusyStack(PathBuf),
+    #[error(
         "the layer {0} is in use by a running cordon and has changes since its last \
          checkpoint; fork it from its session ({{\"layer\": \"fork\", \"name\": NEW}}), or \
          end that cordon first"

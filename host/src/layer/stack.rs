@@ -239,7 +239,7 @@ fn check_label(label: &str) -> Result<(), LayerError> {
 /// and returns its label. The layer must not be mounted: the caller holds its lock, or is the
 /// session whose keeper unmounted it.
 pub fn checkpoint_unmounted(dir: &Path, label: Option<&str>) -> Result<String, LayerError> {
-    let mut all = checkpoints(dir)?;
+    let all = checkpoints(dir)?;
     let label = match label {
         Some(label) => {
             check_label(label)?;
@@ -254,6 +254,8 @@ pub fn checkpoint_unmounted(dir: &Path, label: Option<&str>) -> Result<String, L
             .expect("a free number"),
     };
     let depth = freeze(dir)?.len();
+    // Read again: freezing may have merged the lowest levels, and dropped a checkpoint.
+    let mut all = checkpoints(dir)?;
     all.retain(|c| c.depth <= depth);
     all.push(Checkpoint {
         label: label.clone(),
@@ -265,8 +267,16 @@ pub fn checkpoint_unmounted(dir: &Path, label: Option<&str>) -> Result<String, L
 
 /// Takes a checkpoint of the layer at `dir`, which no cordon may be using.
 pub fn checkpoint(dir: &Path, label: Option<&str>) -> Result<String, LayerError> {
-    let _lock = lock(dir)?;
+    let _lock = lock_stack(dir)?;
     checkpoint_unmounted(dir, label)
+}
+
+/// The layer at `dir` locked, to change its stack from outside a session.
+fn lock_stack(dir: &Path) -> Result<fs::File, LayerError> {
+    lock(dir).map_err(|e| match e {
+        LayerError::Busy(dir) => LayerError::BusyStack(dir),
+        e => e,
+    })
 }
 
 /// Brings the layer at `dir` back to the checkpoint `label`: the levels above it are dropped
@@ -302,7 +312,7 @@ pub fn rollback_unmounted(dir: &Path, label: &str) -> Result<(), LayerError> {
 
 /// Rolls the layer at `dir`, which no cordon may be using, back to the checkpoint `label`.
 pub fn rollback(dir: &Path, label: &str) -> Result<(), LayerError> {
-    let _lock = lock(dir)?;
+    let _lock = lock_stack(dir)?;
     rollback_unmounted(dir, label)
 }
 
