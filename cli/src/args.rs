@@ -175,6 +175,11 @@ pub struct McpArgs {
     /// its calls.
     #[arg(long, value_name = "SECS", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
     pub http_session_idle: u64,
+
+    /// Also offer the model the tools of the workspace's layer (--layer): layer_diff,
+    /// layer_checkpoint and layer_rollback. Accept and discard stay the user's.
+    #[arg(long, help_heading = "Layer")]
+    pub layer_tools: bool,
 }
 
 #[derive(Subcommand)]

@@ -497,3 +497,115 @@ fn a_layer_in_use_is_changed_from_its_session_and_a_deep_stack_is_merged() {
     );
     assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "other"]))), files);
 }
+
+/// `cordon mcp` driven one request at a time, so that calls run in order.
+struct Mcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    id: u64,
+}
+
+impl Mcp {
+    fn start(c: &Cordon, args: &[&str]) -> Mcp {
+        let mut child = c.spawn(args);
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = Mcp {
+            child,
+            stdin,
+            stdout,
+            id: 0,
+        };
+        let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}});
+        mcp.ask("initialize", params);
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp
+    }
+
+    fn send(&mut self, line: serde_json::Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{line}").unwrap();
+    }
+
+    fn ask(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::BufRead;
+        self.id += 1;
+        let id = self.id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).unwrap();
+        let mut answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        answer["result"].take()
+    }
+
+    /// A tool's text, and whether it is an error.
+    fn call(&mut self, name: &str, arguments: serde_json::Value) -> (String, bool) {
+        let result = self.ask("tools/call", json!({"name": name, "arguments": arguments}));
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        (text.to_string(), result["isError"] == true)
+    }
+}
+
+#[test]
+fn mcp_offers_the_model_diff_checkpoint_and_rollback_never_accept() {
+    let c = Cordon::new().with_args(&["--layer", "model"]);
+    c.write("a.txt", "one\n");
+    let mut mcp = Mcp::start(&c, &["mcp", "--layer-tools"]);
+    let listed = mcp.ask("tools/list", json!({}));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("layer_"))
+        .collect();
+    assert_eq!(names, ["layer_diff", "layer_checkpoint", "layer_rollback"]);
+
+    let edit = json!({"path": "a.txt", "content": "two\n"});
+    assert!(!mcp.call("write_file", edit).1);
+    let (taken, failed) = mcp.call("layer_checkpoint", json!({"label": "mine"}));
+    assert!(
+        !failed && taken.starts_with("Checkpoint mine taken"),
+        "{taken}"
+    );
+    mcp.call(
+        "bash",
+        json!({"command": "echo three > a.txt; echo b > b.txt"}),
+    );
+    let (diff, _) = mcp.call("layer_diff", json!({}));
+    assert!(
+        diff.contains("+three") && diff.contains("+++ b/b.txt"),
+        "{diff}"
+    );
+    let (back, failed) = mcp.call("layer_rollback", json!({"label": "mine"}));
+    assert!(
+        !failed && back.starts_with("Rolled back to checkpoint mine"),
+        "{back}"
+    );
+    let (seen, _) = mcp.call("bash", json!({"command": "cat a.txt; ls"}));
+    assert_eq!(seen, "two\na.txt\n");
+    let (none, failed) = mcp.call("layer_rollback", json!({}));
+    assert!(failed && none.contains("\"label\" is required"), "{none}");
+    // Accept is the user's: no such tool.
+    let accept = mcp.ask(
+        "tools/call",
+        json!({"name": "layer_accept", "arguments": {}}),
+    );
+    assert!(accept.is_null(), "{accept}");
+    drop(mcp.stdin);
+    assert!(mcp.child.wait().unwrap().success());
+    assert_eq!(c.read("a.txt"), "one\n");
+
+    // Without the flag the model gets no such tool; the flag needs a layer.
+    let plain = Cordon::new();
+    let refused = plain.run(&["mcp", "--layer-tools"]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("start cordon mcp with --layer NAME too"),
+        "{refused:?}"
+    );
+}
