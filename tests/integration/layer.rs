@@ -238,7 +238,7 @@ fn rollback_restores_a_checkpoint_byte_for_byte() {
     bash_in(
         &c,
         "work",
-        "echo three >> a.txt; rm gone.txt; printf 'x\\0y' > bin; echo hi > run.sh; chmod 755 run.sh; rm -r d; mkdir d; echo n > d/new",
+        "echo three >> a.txt; rm gone.txt; printf 'x\\0y' > bin; echo hi > run.sh; chmod 755 run.sh; rm -r d; mkdir d; echo n > d/new; mkdir ro; echo f > ro/f; chmod 555 ro",
     );
     let first = ok(c.run(&["layer", "checkpoint", "work", "first"]));
     assert_eq!(first, "first\n");
@@ -260,7 +260,7 @@ fn rollback_restores_a_checkpoint_byte_for_byte() {
     let diff_now = ok(c.run(&["layer", "diff", "work"]));
     assert_eq!(
         paths_of(&diff_now),
-        ["a.txt", "d/keep", "e/f", "gone.txt", "run.sh"],
+        ["a.txt", "d/keep", "e/f", "gone.txt", "ro/f", "run.sh"],
         "{diff_now}"
     );
     assert_eq!(ok(c.run(&["layer", "checkpoints", "work"])), "first\n2\n");
@@ -301,13 +301,19 @@ fn rollback_restores_a_checkpoint_byte_for_byte() {
         bad.stderr
     );
 
-    // Accept takes the layer's levels and its upper directory together.
+    // Accept takes the layer's levels and its upper directory together, into directories
+    // a command made read-only too.
+    bash_in(&c, "work", "chmod 755 ro; echo g > ro/g; chmod 555 ro");
     ok(c.run(&["layer", "accept", "work"]));
+    assert_eq!(c.read("ro/f") + &c.read("ro/g"), "f\ng\n");
     assert_eq!(c.read("a.txt"), "one\ntwo\nthree\n");
     assert!(!c.path("gone.txt").exists() && !c.path("d/keep").exists());
     assert_eq!(c.read("d/new"), "n\n");
     assert_eq!(ok(c.run(&["layer", "diff", "work"])), "");
     assert_eq!(ok(c.run(&["layer", "checkpoints", "work"])), "");
+    // What a command made read-only does not keep the layer from being discarded.
+    ok(c.run(&["layer", "discard", "work"]));
+    assert!(!c.data_dir().join("cordon/layers/work").exists());
 }
 
 #[test]

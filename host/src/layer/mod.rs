@@ -532,7 +532,13 @@ fn settle(upper: &Path, rel: &Path) -> io::Result<()> {
         let path = upper.join(&at);
         if let Ok(meta) = fs::symlink_metadata(&path) {
             if !meta.is_dir() {
-                fs::remove_file(&path)?;
+                // Its directory may have been made read-only by a command: for a moment not.
+                let parent = path.parent().unwrap_or(upper);
+                let was = fs::symlink_metadata(parent)?.permissions();
+                fs::set_permissions(parent, fs::Permissions::from_mode(was.mode() | 0o700))?;
+                let removed = fs::remove_file(&path);
+                fs::set_permissions(parent, was)?;
+                removed?;
             }
             return Ok(());
         }
@@ -549,8 +555,10 @@ pub fn discard(dir: &Path) -> Result<(), LayerError> {
     if !dir.join(UPPER).is_dir() {
         return Err(LayerError::NotALayer(dir.into()));
     }
-    // overlayfs leaves its work directory unreadable to its owner.
+    // overlayfs leaves its work directory unreadable to its owner, and a command may have
+    // made a directory read-only. (Levels are opened up by the last layer that stacks them.)
     let _ = opened_up(&dir.join("work"));
+    let _ = opened_up(&dir.join(UPPER));
     if stack::release_all(dir)? {
         // The workspace file first: without it the directory is no layer.
         fs::remove_file(dir.join(WORKSPACE)).map_err(io_at("remove the layer", dir))?;

@@ -14,7 +14,7 @@
 
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -170,10 +170,8 @@ fn freeze(dir: &Path) -> Result<Vec<PathBuf>, LayerError> {
         .map_err(at)?;
     stack.push(level);
     write_stack(dir, &stack)?;
-    let made = fs::create_dir(&upper).and_then(|()| {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777))
-    });
+    let made = fs::create_dir(&upper)
+        .and_then(|()| fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777)));
     made.map_err(io_at("create", &upper))?;
     Ok(stack)
 }
@@ -203,6 +201,14 @@ fn squash_lowest(dir: &Path, stack: &mut Vec<PathBuf>) -> Result<(), LayerError>
 /// Moves what `top` holds into `base`, as overlayfs shows `top` over `base`: a whiteout, a
 /// file or an opaque directory replaces what is below it, another directory merges with one.
 fn merge_into(base: &Path, top: &Path) -> io::Result<()> {
+    // Entries move out of `top` and into `base`, which a command may have made read-only.
+    let writable = |dir: &Path| -> io::Result<fs::Permissions> {
+        let was = fs::symlink_metadata(dir)?.permissions();
+        fs::set_permissions(dir, fs::Permissions::from_mode(was.mode() | 0o700))?;
+        Ok(was)
+    };
+    let was = writable(base)?;
+    writable(top)?;
     for entry in fs::read_dir(top)? {
         let entry = entry?;
         let (from, to) = (entry.path(), base.join(entry.file_name()));
@@ -223,7 +229,7 @@ fn merge_into(base: &Path, top: &Path) -> io::Result<()> {
         }
         fs::rename(&from, &to)?;
     }
-    Ok(())
+    fs::set_permissions(base, was)
 }
 
 /// Checks a checkpoint's label: as a layer's name.
@@ -299,10 +305,7 @@ pub fn rollback_unmounted(dir: &Path, label: &str) -> Result<(), LayerError> {
     let _ = opened_up(&upper);
     fs::remove_dir_all(&upper)
         .and_then(|()| fs::create_dir(&upper))
-        .and_then(|()| {
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777))
-        })
+        .and_then(|()| fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777)))
         .map_err(io_at("empty", &upper))?;
     for level in dropped.iter().rev() {
         release(dir, level).map_err(io_at("drop a level of", dir))?;
@@ -402,10 +405,7 @@ pub(super) fn flatten(dir: &Path) -> Result<(), LayerError> {
     let mode = fs::metadata(&upper).map_err(io_at("read", &upper))?.mode();
     fs::remove_dir_all(&upper)
         .and_then(|()| fs::rename(base, &upper))
-        .and_then(|()| {
-            use std::os::unix::fs::PermissionsExt;
-            fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777))
-        })
+        .and_then(|()| fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777)))
         .map_err(at)?;
     write_stack(dir, &[])?;
     write_checkpoints(dir, &[])?;
