@@ -360,6 +360,11 @@ fn twenty_forks_each_end_in_their_own_patch() {
         taken.stderr
     );
 
+    // A fork never used is discarded as any layer.
+    ok(c.run(&["layer", "fork", "base", "unused"]));
+    ok(c.run(&["layer", "discard", "unused"]));
+    assert!(!c.data_dir().join("cordon/layers/unused").exists());
+
     // Discarding the parent leaves the forks whole; the last one leaves nothing behind.
     ok(c.run(&["layer", "discard", "base"]));
     assert_eq!(bash_in(&c, "f3", "cat a.txt f3.txt"), "one\ntwo\n3\n");

@@ -168,9 +168,7 @@ pub fn start(resolved: &mut Resolved) -> Result<Option<Live>, LayerError> {
             if fs::read_dir(&dir).is_ok_and(|entries| entries.flatten().any(foreign)) {
                 return Err(LayerError::NotALayer(dir));
             }
-            fs::create_dir_all(&dir).map_err(io_at("create the layer", &dir))?;
-            let text = resolved.workspace.as_os_str().as_encoded_bytes();
-            fs::write(dir.join(WORKSPACE), text).map_err(io_at("create the layer", &dir))?;
+            make(&dir, &resolved.workspace)?;
         }
     }
     let keeper = mount(&resolved.shell.helper, &resolved.workspace, &dir)?;
@@ -243,6 +241,13 @@ impl Live {
     ) -> Result<T, LayerError> {
         self.keeper.remounting(change).map_err(LayerError::Mount)?
     }
+}
+
+/// Makes the directory `dir` a layer over `workspace`.
+fn make(dir: &Path, workspace: &Path) -> Result<(), LayerError> {
+    fs::create_dir_all(dir).map_err(io_at("create the layer", dir))?;
+    let text = workspace.as_os_str().as_encoded_bytes();
+    fs::write(dir.join(WORKSPACE), text).map_err(io_at("create the layer", dir))
 }
 
 /// Starts the keeper of the layer at `dir` over `workspace`.
@@ -418,10 +423,12 @@ fn same(a: &Path, b: &Path) -> io::Result<bool> {
 
 /// The layer at `dir`, locked against a keeper for as long as the lock lives.
 pub fn lock(dir: &Path) -> Result<File, LayerError> {
-    match crate::shell::layer::lock(dir, false) {
+    // Its lock file is made by its first keeper: a fork never used has none yet.
+    workspace_of(dir)?;
+    match crate::shell::layer::lock(dir, true) {
         Ok(Some(file)) => Ok(file),
         Ok(None) => Err(LayerError::Busy(dir.into())),
-        Err(_) => Err(LayerError::Missing(dir.into())),
+        Err(e) => Err(io_at("lock the layer", dir)(e)),
     }
 }
 
@@ -608,6 +615,7 @@ pub fn probe(resolved: &Resolved) -> Result<(), LayerError> {
         .tempdir_in(&layers)
         .map_err(io_at("create a directory in", &layers))?;
     let dir = scratch.path().join("layer");
+    make(&dir, &resolved.workspace)?;
     drop(mount(&resolved.shell.helper, &resolved.workspace, &dir)?);
     discard(&dir)
 }
