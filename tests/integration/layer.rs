@@ -620,3 +620,20 @@ fn mcp_offers_the_model_diff_checkpoint_and_rollback_never_accept() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn a_turn_without_changes_keeps_the_sandbox() {
+    let c = Cordon::new().with_args(&["--layer", "calm"]);
+    let mut live = Live::start(&c);
+    let mark = "test -e /tmp/mark && echo kept || echo new";
+    live.bash("echo > /tmp/mark");
+    live.send(json!({"end_turn": true}));
+    assert_eq!(live.receive()["checkpoint"], "1");
+    assert_eq!(live.bash(mark), "kept\n");
+    // After a change, the checkpoint remounts: a new sandbox over the new mount.
+    live.bash("echo x > x.txt");
+    live.send(json!({"end_turn": true}));
+    assert_eq!(live.receive()["checkpoint"], "2");
+    assert_eq!(live.bash(&format!("{mark}; cat x.txt")), "new\nx\n");
+    live.finish();
+}

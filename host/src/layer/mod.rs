@@ -210,8 +210,12 @@ impl Live {
         stack::checkpoints(&self.dir)
     }
 
-    /// Takes a checkpoint ([`stack::checkpoint`]); returns its label.
+    /// Takes a checkpoint ([`stack::checkpoint`]); returns its label. With no change since
+    /// the last level, only the label is written: the mount, and the commands' sandbox, stay.
     pub fn checkpoint(&self, label: Option<&str>) -> Result<String, LayerError> {
+        if stack::upper_empty(&self.dir)? {
+            return stack::checkpoint_unmounted(&self.dir, label);
+        }
         self.remounting(|| stack::checkpoint_unmounted(&self.dir, label))
     }
 

@@ -143,7 +143,7 @@ fn release(dir: &Path, level: &Path) -> io::Result<()> {
 }
 
 /// Whether nothing was written in the layer since its last level was frozen.
-fn upper_empty(dir: &Path) -> Result<bool, LayerError> {
+pub(super) fn upper_empty(dir: &Path) -> Result<bool, LayerError> {
     let upper = dir.join(UPPER);
     let mut entries = fs::read_dir(&upper).map_err(|_| LayerError::Missing(dir.into()))?;
     Ok(entries.next().is_none())
