@@ -79,10 +79,18 @@ impl Engine {
                 dir: cache.dir,
                 key,
             }),
-            Err(e) => {
+            Err(KeyError::Unusable(e)) => {
                 tracing::warn!(
                     "no compile cache: cannot use its key {} ({e}); every start compiles. \
                      Remove the file to have a new key made",
+                    cache.key.display()
+                );
+                None
+            }
+            Err(KeyError::Unmade(e)) => {
+                tracing::warn!(
+                    "no compile cache: cannot make its key {} ({e}); every start compiles. \
+                     Set XDG_CONFIG_HOME to a directory you can write",
                     cache.key.display()
                 );
                 None
@@ -270,7 +278,18 @@ fn write_atomically(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
 /// The cache key in the file `path`; a missing file is created with 32 random bytes (mode 0600,
 /// its directory 0700). Several processes may start at once: the new key is written to a
 /// temporary file and linked into place only if no other is there, else the other is used.
-fn key(path: &Path) -> std::io::Result<[u8; KEY_LEN]> {
+/// Why the compile cache's key cannot be had.
+#[derive(Debug)]
+enum KeyError {
+    /// The key file is there but cannot be read, or holds no key: removing it helps.
+    Unusable(std::io::Error),
+    /// There is no key file, and none can be made (its directory is not writable).
+    Unmade(std::io::Error),
+}
+
+/// The key at `path`, made (from `/dev/urandom`, mode 0600) when there is none.
+fn key(path: &Path) -> Result<[u8; KEY_LEN], KeyError> {
+    use std::io::ErrorKind;
     use std::io::Read;
     let read = |path: &Path| -> std::io::Result<[u8; KEY_LEN]> {
         let mut data = Vec::with_capacity(KEY_LEN + 1);
@@ -285,9 +304,19 @@ fn key(path: &Path) -> std::io::Result<[u8; KEY_LEN]> {
         })
     };
     match read(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        other => return other,
+        // No key there, nor can there be one where a file stands for a directory.
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {}
+        other => return other.map_err(KeyError::Unusable),
     }
+    make(path, read).map_err(KeyError::Unmade)
+}
+
+/// Makes the key file at `path`; when another process made it first, reads theirs.
+fn make(
+    path: &Path,
+    read: impl Fn(&Path) -> std::io::Result<[u8; KEY_LEN]>,
+) -> std::io::Result<[u8; KEY_LEN]> {
+    use std::io::Read;
     let dir = path.parent().expect("the key file has a parent");
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -374,6 +403,17 @@ mod tests {
         assert_eq!(names.len(), 1, "no temporary file is left behind");
         std::fs::write(&path, "short").unwrap();
         assert!(key(&path).is_err(), "a damaged key is not used");
+    }
+
+    #[test]
+    fn a_damaged_key_is_to_be_removed_and_a_key_that_cannot_be_made_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let damaged = dir.path().join("cache.key");
+        std::fs::write(&damaged, "short").unwrap();
+        assert!(matches!(key(&damaged), Err(KeyError::Unusable(_))));
+        // Under a file, no directory can be made, whoever runs the test.
+        let unmade = damaged.join("cordon/cache.key");
+        assert!(matches!(key(&unmade), Err(KeyError::Unmade(_))));
     }
 
     #[test]

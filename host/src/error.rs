@@ -49,7 +49,7 @@ pub enum Error {
     Plugin {
         plugin: String,
         #[source]
-        refusal: Box<crate::manifest::Refusal>,
+        refusal: Box<crate::manifest::NotLoaded>,
     },
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(#[source] wasmtime::Error),

@@ -87,7 +87,7 @@ pub struct ManifestLimits {
 /// Why a third-party plugin is not loaded: its files, its pin, or what it asks for beyond the
 /// user's consent. Each message says which file or setting would change that.
 #[derive(Debug, thiserror::Error)]
-pub enum Refusal {
+pub enum NotLoaded {
     #[error(
         "{} has no manifest: write {} beside it (see docs/plugins.md)",
         component.display(),
@@ -214,20 +214,21 @@ impl std::fmt::Display for Setting {
 
 /// What loading a third-party plugin grants it.
 #[derive(Debug)]
-pub struct Decision {
+pub struct Admission {
     pub grants: Grants,
     pub limits: Limits,
 }
 
 impl Manifest {
     /// Reads `NAME.toml` at `path`.
-    pub fn read(path: &Path) -> Result<Self, Refusal> {
+    pub fn read(path: &Path) -> Result<Self, NotLoaded> {
         let path_buf = || path.to_path_buf();
-        let text = std::fs::read_to_string(path).map_err(|source| Refusal::ManifestUnreadable {
-            path: path_buf(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|source| Refusal::ManifestInvalid {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| NotLoaded::ManifestUnreadable {
+                path: path_buf(),
+                source,
+            })?;
+        toml::from_str(&text).map_err(|source| NotLoaded::ManifestInvalid {
             path: path_buf(),
             source,
         })
@@ -244,7 +245,7 @@ impl Manifest {
         shell: &crate::shell::Policy,
         hosts: &[(String, IpAddr)],
         config_path: &str,
-    ) -> Result<Decision, Refusal> {
+    ) -> Result<Admission, NotLoaded> {
         let setting = |key: &'static str, value: String| Setting {
             plugin: name.to_string(),
             key,
@@ -253,7 +254,7 @@ impl Manifest {
         };
         let ranged =
             |setting: String, value: Option<u64>, range: &RangeInclusive<u64>, unit| match value {
-                Some(value) if !range.contains(&value) => Err(Refusal::OutOfRange {
+                Some(value) if !range.contains(&value) => Err(NotLoaded::OutOfRange {
                     setting,
                     value,
                     range: range.clone(),
@@ -291,7 +292,7 @@ impl Manifest {
             for path in paths {
                 let dir = resolve(workspace, path)?;
                 if !dir.starts_with(workspace) && !consent.allow_outside_workspace {
-                    return Err(Refusal::OutsideWorkspace {
+                    return Err(NotLoaded::OutsideWorkspace {
                         dir,
                         fix: setting("allow_outside_workspace", "true".into()),
                     });
@@ -305,7 +306,7 @@ impl Manifest {
         }
         if self.grants.shell {
             if !consent.allow_shell {
-                return Err(Refusal::Shell {
+                return Err(NotLoaded::Shell {
                     fix: setting("allow_shell", "true".into()),
                 });
             }
@@ -315,7 +316,7 @@ impl Manifest {
         if let Some(name) =
             (self.grants.env.iter()).find(|n| n.is_empty() || n.contains(['=', '\0']))
         {
-            return Err(Refusal::EnvName { name: name.clone() });
+            return Err(NotLoaded::EnvName { name: name.clone() });
         }
         grants.env = self
             .grants
@@ -332,7 +333,7 @@ impl Manifest {
             .timeout_secs
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
         if timeout > max_timeout {
-            return Err(Refusal::Timeout {
+            return Err(NotLoaded::Timeout {
                 asked: timeout.as_secs(),
                 allowed: max_timeout.as_secs(),
                 fix: setting("max_timeout_secs", timeout.as_secs().to_string()),
@@ -344,13 +345,13 @@ impl Manifest {
             .memory_mib
             .unwrap_or(max_memory.min(DEFAULT_MEMORY_MIB));
         if memory > max_memory {
-            return Err(Refusal::Memory {
+            return Err(NotLoaded::Memory {
                 asked: memory,
                 allowed: max_memory,
                 fix: setting("max_memory_mib", memory.to_string()),
             });
         }
-        Ok(Decision {
+        Ok(Admission {
             grants,
             limits: Limits {
                 timeout,
@@ -369,7 +370,7 @@ impl Manifest {
         consent: &Consent,
         hosts: &[(String, IpAddr)],
         setting: &dyn Fn(&'static str, String) -> Setting,
-    ) -> Result<Option<HttpGrant>, Refusal> {
+    ) -> Result<Option<HttpGrant>, NotLoaded> {
         let asked = &self.grants;
         if asked.http.is_empty() && asked.http_headers.is_empty() {
             return Ok(None);
@@ -377,12 +378,12 @@ impl Manifest {
         let patterns = (asked.http.iter())
             .map(|text| text.parse::<Pattern>())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(Refusal::HttpPattern)?;
+            .map_err(NotLoaded::HttpPattern)?;
         // Before the user is asked to consent: to a header that would never be sent, no
         // consent would help.
         for (host, fields) in &asked.http_headers {
             if let Some(why) = unmatched(host, fields, &patterns) {
-                return Err(Refusal::HeaderUnmatched {
+                return Err(NotLoaded::HeaderUnmatched {
                     host: host.clone(),
                     why,
                 });
@@ -394,7 +395,7 @@ impl Manifest {
             .filter_map(|p| p.parse().ok())
             .collect();
         if let Some(pattern) = patterns.iter().find(|p| !allowed.contains(p)) {
-            return Err(Refusal::Http {
+            return Err(NotLoaded::Http {
                 host: pattern.to_string(),
                 fix: setting("allow_http", format!("[{:?}]", pattern.to_string())),
             });
@@ -402,14 +403,15 @@ impl Manifest {
         let mut headers = Vec::new();
         for (host, fields) in &asked.http_headers {
             for (name, template) in fields {
-                let header_name =
-                    http::HeaderName::try_from(name.as_str()).map_err(|_| Refusal::HeaderName {
+                let header_name = http::HeaderName::try_from(name.as_str()).map_err(|_| {
+                    NotLoaded::HeaderName {
                         host: host.clone(),
                         name: name.clone(),
-                    })?;
+                    }
+                })?;
                 for secret in SecretHeader::variables(template) {
                     if !consent.allow_secrets.contains(&secret) {
-                        return Err(Refusal::Secret {
+                        return Err(NotLoaded::Secret {
                             fix: setting("allow_secrets", format!("[{secret:?}]")),
                             name: secret,
                         });
@@ -477,21 +479,21 @@ fn url_host(key: &str) -> String {
 }
 
 /// A grant path: relative to the workspace or absolute, existing, canonical.
-fn resolve(workspace: &Path, path: &Path) -> Result<PathBuf, Refusal> {
+fn resolve(workspace: &Path, path: &Path) -> Result<PathBuf, NotLoaded> {
     if path.components().next() == Some(Component::Normal("~".as_ref())) {
-        return Err(Refusal::Tilde {
+        return Err(NotLoaded::Tilde {
             path: path.to_path_buf(),
         });
     }
     let joined = workspace.join(path);
     let dir = joined
         .canonicalize()
-        .map_err(|source| Refusal::GrantUnusable {
+        .map_err(|source| NotLoaded::GrantUnusable {
             path: joined,
             source,
         })?;
     if !dir.is_dir() {
-        return Err(Refusal::GrantNotDir { path: dir });
+        return Err(NotLoaded::GrantNotDir { path: dir });
     }
     Ok(dir)
 }
@@ -522,20 +524,20 @@ pub fn spec(path: &Path, resolved: &Resolved) -> Result<Spec, Error> {
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let refuse = |refusal: Refusal| Error::Plugin {
+    let refuse = |refusal: NotLoaded| Error::Plugin {
         plugin: name.clone(),
         refusal: Box::new(refusal),
     };
     let manifest_path = manifest_path(path);
     if !manifest_path.is_file() {
-        return Err(refuse(Refusal::NoManifest {
+        return Err(refuse(NotLoaded::NoManifest {
             component: path.to_path_buf(),
             manifest: manifest_path,
         }));
     }
     let manifest = Manifest::read(&manifest_path).map_err(refuse)?;
     let bytes = std::fs::read(path).map_err(|source| {
-        refuse(Refusal::ComponentUnreadable {
+        refuse(NotLoaded::ComponentUnreadable {
             path: path.to_path_buf(),
             source,
         })
@@ -544,7 +546,7 @@ pub fn spec(path: &Path, resolved: &Resolved) -> Result<Spec, Error> {
     if let Some(pin) = &manifest.sha256 {
         let actual = hex(&digest);
         if !pin.eq_ignore_ascii_case(&actual) {
-            return Err(refuse(Refusal::PinMismatch {
+            return Err(refuse(NotLoaded::PinMismatch {
                 path: path.to_path_buf(),
                 actual,
                 pin: pin.clone(),

@@ -21,7 +21,7 @@ use crate::spec::{Source, Spec};
 
 /// Which of cordon's files a path is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum Role {
     /// `$XDG_CONFIG_HOME/cordon`: the default config file and plugin directory, the cache key.
     ConfigDir,
     /// The config file in use.
@@ -36,31 +36,31 @@ pub enum Kind {
     PluginFile,
 }
 
-impl Kind {
+impl Role {
     fn what(self) -> &'static str {
         match self {
-            Kind::ConfigDir => "config directory",
-            Kind::ConfigFile => "config file",
-            Kind::CacheKey => "cache key",
-            Kind::CacheDir => "cache directory",
-            Kind::PluginDir => "plugin directory",
-            Kind::PluginFile => "plugin file",
+            Role::ConfigDir => "config directory",
+            Role::ConfigFile => "config file",
+            Role::CacheKey => "cache key",
+            Role::CacheDir => "cache directory",
+            Role::PluginDir => "plugin directory",
+            Role::PluginFile => "plugin file",
         }
     }
 
-    /// How the user puts a path of this kind elsewhere.
+    /// How the user puts a path of this role elsewhere.
     fn way_out(self) -> &'static str {
         match self {
-            Kind::ConfigDir | Kind::CacheKey => "XDG_CONFIG_HOME",
-            Kind::ConfigFile => "--config FILE",
-            Kind::CacheDir => "--cache-dir DIR or CORDON_CACHE_DIR",
-            Kind::PluginDir | Kind::PluginFile => "--plugins DIR",
+            Role::ConfigDir | Role::CacheKey => "XDG_CONFIG_HOME",
+            Role::ConfigFile => "--config FILE",
+            Role::CacheDir => "--cache-dir DIR or CORDON_CACHE_DIR",
+            Role::PluginDir | Role::PluginFile => "--plugins DIR",
         }
     }
 
-    /// Whether a file of this kind must have a single name.
+    /// Whether a file of this role must have a single name.
     fn single_link(self) -> bool {
-        matches!(self, Kind::ConfigFile | Kind::CacheKey | Kind::PluginFile)
+        matches!(self, Role::ConfigFile | Role::CacheKey | Role::PluginFile)
     }
 }
 
@@ -68,7 +68,7 @@ impl Kind {
 #[derive(Clone, Debug)]
 pub struct Own {
     /// What it is.
-    pub kind: Kind,
+    pub role: Role,
     /// The path as configured.
     pub given: PathBuf,
     /// The path resolved through links ([`resolve`]).
@@ -172,27 +172,27 @@ pub enum Exposure {
 /// cordon's own paths under `options`, with the files of the third-party plugins in `specs`.
 /// The config directory is listed even when it does not exist: a command could create it.
 pub fn paths(resolved: &Resolved, specs: &[Spec]) -> Vec<Own> {
-    let mut paths: Vec<(Kind, PathBuf)> = Vec::new();
-    paths.extend(config_dir().map(|d| (Kind::ConfigDir, d)));
-    paths.extend(resolved.config.clone().map(|f| (Kind::ConfigFile, f)));
-    paths.extend(resolved.cache_key.clone().map(|f| (Kind::CacheKey, f)));
-    paths.extend(resolved.cache_dir.clone().map(|d| (Kind::CacheDir, d)));
+    let mut paths: Vec<(Role, PathBuf)> = Vec::new();
+    paths.extend(config_dir().map(|d| (Role::ConfigDir, d)));
+    paths.extend(resolved.config.clone().map(|f| (Role::ConfigFile, f)));
+    paths.extend(resolved.cache_key.clone().map(|f| (Role::CacheKey, f)));
+    paths.extend(resolved.cache_dir.clone().map(|d| (Role::CacheDir, d)));
     paths.extend(
         resolved
             .plugin_dirs
             .iter()
-            .map(|d| (Kind::PluginDir, d.clone())),
+            .map(|d| (Role::PluginDir, d.clone())),
     );
     for spec in specs {
         if let Source::File(component) = &spec.source {
-            paths.push((Kind::PluginFile, component.clone()));
-            paths.push((Kind::PluginFile, manifest::manifest_path(component)));
+            paths.push((Role::PluginFile, component.clone()));
+            paths.push((Role::PluginFile, manifest::manifest_path(component)));
         }
     }
     paths
         .into_iter()
-        .map(|(kind, given)| Own {
-            kind,
+        .map(|(role, given)| Own {
+            role,
             resolved: resolve(&given),
             given,
         })
@@ -217,10 +217,10 @@ pub fn check(own: &[Own], resolved: &Resolved, specs: &[Spec]) -> Result<(), Exp
         };
         for grant in &writable {
             let (what, grant_path, writer, way) = (
-                path.kind.what(),
+                path.role.what(),
                 grant.path.clone(),
                 grant.holder.to_string(),
-                path.kind.way_out(),
+                path.role.way_out(),
             );
             if path.resolved.starts_with(&grant.path) {
                 return Err(Exposure::Inside {
@@ -246,7 +246,7 @@ pub fn check(own: &[Own], resolved: &Resolved, specs: &[Spec]) -> Result<(), Exp
                 });
             }
         }
-        if path.kind == Kind::CacheKey
+        if path.role == Role::CacheKey
             && let Some(grant) = readable.iter().find(|g| path.resolved.starts_with(&g.path))
         {
             return Err(Exposure::Readable {
@@ -255,12 +255,12 @@ pub fn check(own: &[Own], resolved: &Resolved, specs: &[Spec]) -> Result<(), Exp
                 reader: grant.holder.to_string(),
             });
         }
-        if path.kind.single_link()
+        if path.role.single_link()
             && let Ok(meta) = std::fs::metadata(&path.resolved)
             && meta.nlink() > 1
         {
             return Err(Exposure::Linked {
-                what: path.kind.what(),
+                what: path.role.what(),
                 shown: shown(),
                 links: meta.nlink(),
             });

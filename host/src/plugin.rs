@@ -223,7 +223,7 @@ impl Plugin {
         input: String,
         context: Context,
         watch: Watch,
-    ) -> Result<Answer, CallFailure> {
+    ) -> Result<Reply, CallFailure> {
         let started = |cause| CallFailure::Start {
             plugin: self.core.name.clone(),
             cause,
@@ -324,7 +324,7 @@ pub enum StartCause {
 }
 
 /// What a plugin answered to a call.
-pub struct Answer {
+pub struct Reply {
     pub outcome: Outcome,
     /// The layers of confinement of the last shell command the call ran (empty when none).
     pub sandbox: Vec<crate::shell::Layer>,
@@ -344,7 +344,7 @@ impl Core {
         context: Context,
         watch: Watch,
         stop: Option<Stop>,
-    ) -> Result<Answer, CallFailure> {
+    ) -> Result<Reply, CallFailure> {
         let (mut store, instance) =
             self.instantiate(context.dry_run)
                 .await
@@ -364,7 +364,7 @@ impl Core {
             tracing::debug!(plugin = %self.name, "plugin printed: {printed}");
         }
         match result {
-            Ok(Ok(outcome)) => Ok(Answer {
+            Ok(Ok(outcome)) => Ok(Reply {
                 outcome,
                 sandbox: std::mem::take(&mut store.data_mut().sandbox),
                 exit: store.data_mut().exit.take(),

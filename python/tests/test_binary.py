@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 import cordon
+from cordon import settings
 
 
 def test_the_binary_is_found_and_runs() -> None:
@@ -30,3 +32,16 @@ def test_python_m_cordon_runs_the_binary() -> None:
     )
     assert out.stdout.startswith("cordon ")
     assert "plugin contract: cordon:tool" in out.stdout
+
+
+def test_every_option_of_cordon_is_a_setting() -> None:
+    shown = subprocess.run(
+        [cordon.find_binary(), "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    options = set(re.findall(r"(--[a-z][a-z-]+)", shown))
+    # Not a session's setting: the package passes --workspace itself, and --http is `mcp`'s.
+    options -= {"--help", "--version", "--workspace", "--http"}
+    written = {"--no-edit-tools", "--sandbox-allow-missing", "--bash-env", "--add-host"}
+    for table in (settings._FLAGS, settings._SINGLE, settings._REPEATED):
+        written |= set(table.values())
+    assert options - written == set(), "options of cordon --help no setting writes"

@@ -43,7 +43,7 @@ use super::ns::{self, NAMESPACE_HINT};
 use super::process;
 use super::proxy::{self, Proxy};
 use super::receipt::{self, Memory};
-use super::shield::Shield;
+use super::shield::{Raised, Shield};
 use super::view::Sources;
 use super::wire::{self, FromZygote, Report, Setup, ToHelper, ToZygote};
 use super::zygote::{self, Zygote};
@@ -103,7 +103,9 @@ struct Server {
     memory: Memories,
     calls: HashMap<u64, Call>,
     /// The workspace's protected paths.
-    shield: Shield,
+    /// None over a layer: what commands make is judged when the layer is accepted, so no
+    /// call pays for a scan or a watch of the workspace.
+    shield: Option<Shield>,
     /// The notices of what was set aside while commands ran, for the next command to end.
     judged: Vec<String>,
     covers: Covers,
@@ -209,7 +211,10 @@ impl Server {
             None
         };
         let granted = granted(&setup.policy)?;
-        let shield = Shield::new(&setup.policy)?;
+        let shield = match setup.policy.layer {
+            Some(_) => None,
+            None => Some(Shield::new(&setup.policy)?),
+        };
         let (ours, theirs) =
             process::socket_pair().map_err(|e| format!("cannot create a socket pair: {e}"))?;
         let (go_read, go_write) =
@@ -292,7 +297,9 @@ impl Server {
             // What is made while commands run is judged as it is made.
             let watch = match ids.is_empty() {
                 true => None,
-                false => self.shield.watch().map(|fd| fd.as_raw_fd()),
+                false => (self.shield.as_ref())
+                    .and_then(Shield::watch)
+                    .map(|fd| fd.as_raw_fd()),
             };
             fds.push(pollfd(watch.unwrap_or(-1), libc::POLLIN));
             // SAFETY: a valid array of pollfd.
@@ -317,11 +324,14 @@ impl Server {
                 }
             }
             // Heard on the inotify instance, or read from it meanwhile (by a raise).
-            if !self.calls.is_empty() && self.shield.touched() {
+            if !self.calls.is_empty()
+                && let Some(shield) = self.shield.as_mut()
+                && shield.touched()
+            {
                 let covered: Vec<String> = (self.calls.values())
                     .flat_map(|call| call.protected.iter().cloned())
                     .collect();
-                let judged = self.shield.judge_made(&covered);
+                let judged = shield.judge_made(&covered);
                 self.judged.extend(judged);
             }
             if fds[0].revents != 0 {
@@ -358,9 +368,10 @@ impl Server {
         let refuse = |why: String| {
             write_report(&report, &Report::refused(why));
         };
-        let raised = match self.shield.raise() {
-            Ok(raised) => raised,
-            Err(why) => return refuse(why),
+        let raised = match self.shield.as_mut().map(Shield::raise) {
+            Some(Ok(raised)) => raised,
+            Some(Err(why)) => return refuse(why),
+            None => Raised::default(),
         };
         let hidden = self.hidden();
         let (proxy, handover) = match self.setup.policy.network.proxied() {
@@ -520,7 +531,9 @@ impl Server {
         // Every process of the command is gone (its init reaped them all before it said how
         // bash ended, or the kernel killed them with it).
         let mut quarantined = std::mem::take(&mut self.judged);
-        quarantined.extend(self.shield.judge(&call.protected, call.events));
+        if let Some(shield) = self.shield.as_mut() {
+            quarantined.extend(shield.judge(&call.protected, call.events));
+        }
         let report = Report {
             status,
             layers,
@@ -565,8 +578,10 @@ impl Server {
             // The inits die with the zygote, and every process of a command with its init:
             // once they are reaped, what the commands made is judged (no one hears it).
             reap_orphans(Instant::now() + ORPHANS_GRACE);
-            for call in self.calls.values() {
-                self.shield.judge(&call.protected, None);
+            if let Some(shield) = self.shield.as_mut() {
+                for call in self.calls.values() {
+                    shield.judge(&call.protected, None);
+                }
             }
         }
         for (_, call) in self.calls.drain() {

@@ -44,6 +44,7 @@ pub(super) struct Shield {
 /// The protected paths of the workspace that exist, for a command, and the generation of
 /// that list: the same generation, the same paths with the same files and directories at
 /// them.
+#[derive(Default)]
 pub(super) struct Raised {
     pub protected: Vec<String>,
     pub generation: u64,

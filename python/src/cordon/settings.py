@@ -69,6 +69,12 @@ class Options(TypedDict, total=False):
     """``--bash-memory``: the memory limit of a command's whole process tree, in MiB."""
     processes: int
     """``--bash-max-processes``: processes and threads a command may have at once."""
+    bash_output_cap: int
+    """``--bash-output-cap``: MiB of a command's output kept from its start, and as many from
+    its end."""
+    layer: StrPath
+    """``--layer``: see the workspace through this copy-on-write layer (a name, or a directory
+    given by a path), which changes your tree only when accepted (``cordon layer accept``)."""
     permissions: Permissions
     """``--permissions``: ``"allow"`` (cordon's default; ``"ask"`` when ``on_permission`` is
     given), ``"ask"`` or ``"deny"``."""
@@ -104,6 +110,8 @@ _SINGLE = {
     "bash_home": "--bash-home",
     "memory": "--bash-memory",
     "processes": "--bash-max-processes",
+    "bash_output_cap": "--bash-output-cap",
+    "layer": "--layer",
     "permissions": "--permissions",
     "preview_lines": "--preview-lines",
     "config": "--config",
