@@ -124,8 +124,12 @@ fn release(dir: &Path, level: &Path) -> io::Result<()> {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    if users(level).unwrap_or(0) > 0 {
-        return Ok(());
+    // Removed only when it is known that nobody else stacks it.
+    match users(level) {
+        Ok(0) => {}
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
     }
     if level.exists() {
         let _ = opened_up(level);
