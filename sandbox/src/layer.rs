@@ -350,11 +350,13 @@ fn overlay(mounted: &mut Mounted) -> Result<(), String> {
     } else {
         "userxattr,redirect_dir=nofollow"
     };
+    // No index either (a kernel may default to it): it ties the work directory to the lower
+    // directories it was first mounted with, and a checkpoint or rollback changes them.
     let mut lowers: Vec<&Path> = levels.iter().rev().map(PathBuf::as_path).collect();
     lowers.push(&mounted.lower);
     let lowers: Vec<String> = lowers.iter().map(|p| p.display().to_string()).collect();
     let options = format!(
-        "lowerdir={},upperdir={},workdir={},metacopy=off,{features}",
+        "lowerdir={},upperdir={},workdir={},metacopy=off,index=off,{features}",
         lowers.join(":"),
         upper.display(),
         dir.join(WORK).display()
