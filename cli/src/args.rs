@@ -176,6 +176,11 @@ pub struct McpArgs {
     /// its calls.
     #[arg(long, value_name = "SECS", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..), requires = "http")]
     pub http_session_idle: u64,
+
+    /// Also offer the model the tools of the workspace's layer (--layer): layer_diff,
+    /// layer_checkpoint and layer_rollback. Accept and discard stay the user's.
+    #[arg(long, help_heading = "Layer")]
+    pub layer_tools: bool,
 }
 
 #[derive(Subcommand)]
@@ -209,10 +214,39 @@ pub enum LayerCommand {
         /// Paths relative to the workspace; the default is every change.
         paths: Vec<PathBuf>,
     },
-    /// Drop the layer and every change in it.
+    /// Drop the layer and every change in it (the levels its forks share stay theirs).
     Discard {
         /// The layer: a name or a path, as --layer takes it.
         layer: String,
+    },
+    /// Name the layer's current state, to roll back to; print the checkpoint's label. The
+    /// layer must not be in use (in a session, send {"layer": "checkpoint"}).
+    Checkpoint {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
+        /// The checkpoint's label [default: the next free number].
+        label: Option<String>,
+    },
+    /// Bring the layer back to a checkpoint, byte for byte: what changed since is dropped,
+    /// and so are the checkpoints taken after it.
+    Rollback {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
+        /// The checkpoint's label.
+        label: String,
+    },
+    /// List the layer's checkpoints, the oldest first.
+    Checkpoints {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
+    },
+    /// Make a new layer that starts from this one's current state, sharing what it holds
+    /// (nothing is copied); each then changes on its own.
+    Fork {
+        /// The layer: a name or a path, as --layer takes it.
+        layer: String,
+        /// The new layer: a name or a path.
+        new: String,
     },
 }
 

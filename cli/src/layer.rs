@@ -1,11 +1,12 @@
-//! `cordon layer`: review, accept or discard a layer's changes, from any terminal. The layer
-//! names the workspace it lies over, so `--workspace` is not needed.
+//! `cordon layer`: review, accept or discard a layer's changes, checkpoint, roll back and
+//! fork it, from any terminal. The layer names the workspace it lies over, so `--workspace`
+//! is not needed.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cordon::layer::{self, Kind};
+use cordon::layer::{self, Kind, stack};
 use cordon::shell::protect::Guard;
 
 use crate::args::LayerCommand;
@@ -17,11 +18,10 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf]) -> anyhow::Result<ExitC
             let dir = layer::dir(&layer)?;
             let workspace = layer::workspace_of(&dir)?;
             let changes = layer::changes(&dir, &workspace)?;
-            let upper = dir.join(cordon::shell::layer::UPPER);
             let text = if stat {
-                layer::patch::stat(&upper, &workspace, &changes)?
+                layer::patch::stat(&workspace, &changes)?
             } else {
-                layer::patch::unified(&upper, &workspace, &changes)?
+                layer::patch::unified(&workspace, &changes)?
             };
             std::io::stdout().lock().write_all(text.as_bytes())?;
             let guard = Guard::new(&workspace, unprotect);
@@ -47,6 +47,26 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf]) -> anyhow::Result<ExitC
         LayerCommand::Discard { layer } => {
             let dir = layer::dir(&layer)?;
             layer::discard(&dir)?;
+        }
+        LayerCommand::Checkpoint { layer, label } => {
+            let dir = layer::dir(&layer)?;
+            layer::workspace_of(&dir)?;
+            println!("{}", stack::checkpoint(&dir, label.as_deref())?);
+        }
+        LayerCommand::Rollback { layer, label } => {
+            let dir = layer::dir(&layer)?;
+            layer::workspace_of(&dir)?;
+            stack::rollback(&dir, &label)?;
+        }
+        LayerCommand::Checkpoints { layer } => {
+            let dir = layer::dir(&layer)?;
+            layer::workspace_of(&dir)?;
+            for checkpoint in stack::checkpoints(&dir)? {
+                println!("{}", checkpoint.label);
+            }
+        }
+        LayerCommand::Fork { layer, new } => {
+            stack::fork(&layer::dir(&layer)?, &layer::dir(&new)?)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -118,8 +118,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             session::serve(&runtime, mode, preview_lines).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Mcp(_) => {
-            mcp::serve(runtime, mode, http).await?;
+        Command::Mcp(args) => {
+            mcp::serve(runtime, mode, http, args.layer_tools).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor { .. } | Command::Layer { .. } => {

@@ -261,8 +261,17 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
             }
             Ok(Request::EndTurn) => {
                 let (counters, display) = session.end_turn();
-                json!({ "counters": counters, "display": display })
+                let mut response = json!({ "counters": counters, "display": display });
+                // Each turn ends in a checkpoint of the layer, to roll back to.
+                if let Some(live) = runtime.layer() {
+                    match live.checkpoint(None) {
+                        Ok(label) => response["checkpoint"] = label.into(),
+                        Err(e) => response["error"] = e.to_string().into(),
+                    }
+                }
+                response
             }
+            Ok(Request::Layer(op)) => layer(runtime, op),
             Ok(Request::Cancel(id)) => json!({
                 "error": format!("no call with the id {} is running; nothing was cancelled", quote(&id))
             }),
@@ -282,6 +291,76 @@ enum Request {
     EndTurn,
     /// A cancellation that arrived when its call was not running.
     Cancel(Value),
+    /// An operation on the session's layer.
+    Layer(LayerOp),
+}
+
+/// What `{"layer": …}` asks of the session's layer.
+enum LayerOp {
+    Diff { stat: bool },
+    Checkpoint { label: Option<String> },
+    Checkpoints,
+    Rollback { label: String },
+    Fork { name: String },
+}
+
+/// The answer to a layer operation: what it made, or why not.
+fn layer(runtime: &Runtime, op: LayerOp) -> Value {
+    let Some(live) = runtime.layer() else {
+        return json!({
+            "error": "this session has no layer; start it with --layer NAME to use layer operations"
+        });
+    };
+    let done = match op {
+        LayerOp::Diff { stat } => live.diff(stat).map(|diff| json!({ "diff": diff })),
+        LayerOp::Checkpoint { label } => live
+            .checkpoint(label.as_deref())
+            .map(|label| json!({ "checkpoint": label })),
+        LayerOp::Checkpoints => live.checkpoints().map(|all| {
+            let labels: Vec<String> = all.into_iter().map(|c| c.label).collect();
+            json!({ "checkpoints": labels })
+        }),
+        LayerOp::Rollback { label } => live
+            .rollback(&label)
+            .map(|()| json!({ "rolled_back": label })),
+        LayerOp::Fork { name } => live.fork(&name).map(|_| json!({ "fork": name })),
+    };
+    done.unwrap_or_else(|e| json!({ "error": e.to_string() }))
+}
+
+/// The layer operation of a `{"layer": …}` request.
+fn layer_op(map: &serde_json::Map<String, Value>) -> Result<LayerOp, String> {
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match map.get(key) {
+            None => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.clone())),
+            Some(other) => Err(format!("\"{key}\" must be a string, got: {}", quote(other))),
+        }
+    };
+    let needs = |key: &str, op: &str| -> Result<String, String> {
+        text(key)?.ok_or_else(|| format!("{{\"layer\": \"{op}\"}} needs \"{key}\": a string"))
+    };
+    Ok(match map.get("layer").and_then(Value::as_str) {
+        Some("diff") => LayerOp::Diff {
+            stat: map.get("stat") == Some(&Value::Bool(true)),
+        },
+        Some("checkpoint") => LayerOp::Checkpoint {
+            label: text("label")?,
+        },
+        Some("checkpoints") => LayerOp::Checkpoints,
+        Some("rollback") => LayerOp::Rollback {
+            label: needs("label", "rollback")?,
+        },
+        Some("fork") => LayerOp::Fork {
+            name: needs("name", "fork")?,
+        },
+        _ => {
+            return Err(format!(
+                "\"layer\" must be \"diff\", \"checkpoint\", \"checkpoints\", \"rollback\" or \"fork\", got: {}",
+                quote(&map["layer"])
+            ));
+        }
+    })
 }
 
 fn parse(request: Value) -> Result<Request, String> {
@@ -318,8 +397,11 @@ fn parse(request: Value) -> Result<Request, String> {
     if let Some(id) = map.remove("cancel") {
         return Ok(Request::Cancel(id));
     }
+    if map.contains_key("layer") {
+        return layer_op(&map).map(Request::Layer);
+    }
     Err(
-        "expected {\"tool\": NAME, \"input\": {...}} (optionally with \"stream\": true), {\"end_turn\": true} or {\"cancel\": ID}, optionally with an \"id\""
+        "expected {\"tool\": NAME, \"input\": {...}} (optionally with \"stream\": true), {\"end_turn\": true}, {\"cancel\": ID} or {\"layer\": OPERATION}, optionally with an \"id\""
             .to_string(),
     )
 }

@@ -401,12 +401,13 @@ impl Core {
     }
 
     async fn instantiate(&self, dry_run: bool) -> wasmtime::Result<(Store<State>, Instance)> {
-        let state = State::new(
-            self.grants.clone(),
-            self.roots.clone(),
-            self.limits.memory,
-            dry_run,
-        )?;
+        // A layer's mount is replaced at each checkpoint and rollback of a session: its
+        // directories are opened anew for each instance, not kept from the load.
+        let roots = match self.grants.dirs.iter().any(|d| d.source.is_some()) {
+            true => Arc::new(Roots::open(&self.grants)?),
+            false => self.roots.clone(),
+        };
+        let state = State::new(self.grants.clone(), roots, self.limits.memory, dry_run)?;
         let mut store = Store::new(self.pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
         // Every tick yields to the worker's runtime, so a call given up (cancelled) is dropped

@@ -14,6 +14,10 @@
 //!
 //! The keeper holds a lock on the layer while it runs (a second keeper is refused) and ends
 //! when its standard input closes: when the cordon that started it ends, however it ends.
+//! On its standard input it also takes `unmount` and `mount` lines, between which its cordon
+//! changes the layer's levels ([`Keeper::remounting`]); it answers each with `ready` or
+//! `error: WHY`. It notes when it mounted the layer, so a shell's helper whose view holds an
+//! older mount is started again ([`generation`]).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -22,7 +26,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
 
 use super::ns::{self, Access};
 use super::wire;
@@ -32,10 +37,16 @@ pub const KEEPER_ARG: &str = "--cordon-layer-keeper";
 
 /// The directories of a layer, under its directory.
 pub const UPPER: &str = "upper";
+/// The file that lists a layer's frozen levels (checkpoints and forks, see `cordon::layer`):
+/// one absolute directory a line, the lowest first. They lie between the workspace and the
+/// upper directory.
+pub const STACK: &str = "stack";
 const WORK: &str = "work";
 const MERGED: &str = "merged";
 const LOWER: &str = "lower";
 const SOCKET: &str = "keeper.sock";
+/// When the keeper last mounted the layer, in nanoseconds since the epoch ([`generation`]).
+const MOUNTED: &str = "mounted";
 const LOCK: &str = "lock";
 
 /// How long a keeper waits for the layer's lock before it is refused.
@@ -45,7 +56,8 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Keeper {
     child: Child,
-    stdin: Option<ChildStdin>,
+    /// Its standard input and output, on which it is told to unmount and mount again.
+    io: Mutex<Option<(ChildStdin, BufReader<ChildStdout>)>>,
     dir: PathBuf,
 }
 
@@ -76,24 +88,33 @@ impl Keeper {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start the layer keeper {}: {e}", helper.display()))?;
-        let stdin = child.stdin.take();
-        let mut line = String::new();
-        let stdout = child.stdout.take().expect("piped");
-        let read = BufReader::new(stdout).read_line(&mut line);
-        let keeper = Keeper {
+        let stdin = child.stdin.take().expect("piped");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        answer(&mut stdout)?;
+        Ok(Keeper {
             child,
-            stdin,
+            io: Mutex::new(Some((stdin, stdout))),
             dir: dir.to_path_buf(),
+        })
+    }
+
+    /// Unmounts the layer, runs `change` (which may change its levels and upper directory)
+    /// and mounts the layer again, as `change` left it. Nothing may use the layer meanwhile.
+    pub fn remounting<T>(&self, change: impl FnOnce() -> T) -> Result<T, String> {
+        let mut io = self.io.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((stdin, stdout)) = io.as_mut() else {
+            return Err("the layer keeper has ended".into());
         };
-        match (read, line.trim_end().strip_prefix("error: ")) {
-            (Ok(_), None) if line == "ready\n" => Ok(keeper),
-            (Ok(_), Some(why)) => Err(why.to_string()),
-            (read, _) => Err(format!(
-                "the layer keeper ended before mounting the layer ({})",
-                read.err()
-                    .map_or("no reason given".into(), |e| e.to_string())
-            )),
-        }
+        let mut tell = |what: &str| -> Result<(), String> {
+            writeln!(stdin, "{what}")
+                .and_then(|()| stdin.flush())
+                .map_err(|e| format!("the layer keeper has ended ({e})"))?;
+            answer(stdout)
+        };
+        tell("unmount")?;
+        let changed = change();
+        tell("mount")?;
+        Ok(changed)
     }
 
     /// The layer's merged tree, as this process reaches it.
@@ -109,11 +130,34 @@ impl Keeper {
     }
 }
 
+/// Reads the keeper's answer: `ready`, or why not.
+fn answer(stdout: &mut BufReader<ChildStdout>) -> Result<(), String> {
+    let mut line = String::new();
+    let read = stdout.read_line(&mut line);
+    match (read, line.trim_end().strip_prefix("error: ")) {
+        (Ok(_), None) if line == "ready\n" => Ok(()),
+        (Ok(_), Some(why)) => Err(why.to_string()),
+        (read, _) => Err(format!(
+            "the layer keeper ended before mounting the layer ({})",
+            read.err()
+                .map_or("no reason given".into(), |e| e.to_string())
+        )),
+    }
+}
+
 impl Drop for Keeper {
     fn drop(&mut self) {
-        drop(self.stdin.take());
+        drop(self.io.lock().unwrap_or_else(|e| e.into_inner()).take());
         let _ = self.child.wait();
     }
+}
+
+/// Which mount of its layer a shell of `policy` would get: when its keeper mounted it, as
+/// it wrote in the layer's directory (0 without a layer).
+pub(super) fn generation(policy: &super::Policy) -> u64 {
+    let dir = policy.layer.as_deref().and_then(Path::parent);
+    let text = dir.and_then(|dir| std::fs::read_to_string(dir.join(MOUNTED)).ok());
+    text.and_then(|t| t.trim().parse().ok()).unwrap_or(0)
 }
 
 /// A detached copy of the merged tree of the layer whose keeper listens at `socket`.
@@ -154,15 +198,15 @@ pub(super) fn keeper_main() -> ! {
     };
     let (workspace, dir) = (Path::new(workspace), Path::new(dir));
     let mut out = io::stdout();
-    let listener = match mount(workspace, dir) {
-        Ok(served) => served,
+    let mut mounted = match mount(workspace, dir) {
+        Ok(mounted) => mounted,
         Err(why) => {
             let _ = writeln!(out, "error: {why}");
             std::process::exit(1)
         }
     };
     let _ = out.write_all(b"ready\n").and_then(|()| out.flush());
-    serve(&listener);
+    serve(&mut mounted);
     // overlayfs makes a directory in its work directory that its owner cannot enter: opened
     // again, the layer can be removed with `rm -r` like any directory of its owner's.
     let inner = dir.join(WORK).join("work");
@@ -170,9 +214,21 @@ pub(super) fn keeper_main() -> ! {
     std::process::exit(0)
 }
 
+/// A mounted layer, as its keeper holds it.
+struct Mounted {
+    listener: Option<UnixListener>,
+    _lock: File,
+    dir: PathBuf,
+    /// The workspace as the overlay's lowest layer sees it.
+    lower: PathBuf,
+    /// The workspace's permission bits, which the upper directory takes.
+    mode: u32,
+    root: bool,
+}
+
 /// Takes the layer's lock, mounts it in a mount namespace of this process's own and listens
 /// on its socket.
-fn mount(workspace: &Path, dir: &Path) -> Result<(UnixListener, File), String> {
+fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, String> {
     let at = |what: &str, e: io::Error| format!("cannot {what} {}: {e}", dir.display());
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -204,16 +260,6 @@ fn mount(workspace: &Path, dir: &Path) -> Result<(UnixListener, File), String> {
                 _ => Err(e),
             })
             .map_err(|e| at("create a directory in", e))?;
-    }
-    // The upper directory is the merged tree's root: it shows as the workspace's.
-    let upper = dir.join(UPPER);
-    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| at("set up", e))?;
-    if root {
-        let id = ns::SANDBOX_ID;
-        std::os::unix::fs::chown(&upper, Some(id), Some(id)).map_err(|e| at("set up", e))?;
-        std::os::unix::fs::chown(dir.join(WORK), Some(id), Some(id))
-            .map_err(|e| at("set up", e))?;
     }
     // SAFETY: no arguments.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -262,17 +308,50 @@ fn mount(workspace: &Path, dir: &Path) -> Result<(UnixListener, File), String> {
     } else {
         workspace.to_path_buf()
     };
+    let mut mounted = Mounted {
+        listener: None,
+        _lock: lock,
+        dir: dir.to_path_buf(),
+        lower,
+        mode,
+        root,
+    };
+    overlay(&mut mounted)?;
+    Ok(mounted)
+}
+
+/// Mounts the layer's overlay (its upper directory made ready, its levels read again), and
+/// listens on a new socket.
+fn overlay(mounted: &mut Mounted) -> Result<(), String> {
+    let dir = &mounted.dir;
+    let at = |what: &str, e: io::Error| format!("cannot {what} {}: {e}", dir.display());
+    // The upper directory is the merged tree's root: it shows as the workspace's.
+    let upper = dir.join(UPPER);
+    std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mounted.mode))
+        .map_err(|e| at("set up", e))?;
+    if mounted.root {
+        let id = ns::SANDBOX_ID;
+        std::os::unix::fs::chown(&upper, Some(id), Some(id)).map_err(|e| at("set up", e))?;
+        std::os::unix::fs::chown(dir.join(WORK), Some(id), Some(id))
+            .map_err(|e| at("set up", e))?;
+    }
+    let levels = stack(dir)?;
     // No redirects and no metadata-only copies: every change is a whole file of the upper
     // directory (a renamed directory is copied). In a user namespace the markers are `user.`
     // extended attributes, which only allow redirects not to be followed.
-    let features = if root {
+    let features = if mounted.root {
         "redirect_dir=off"
     } else {
         "userxattr,redirect_dir=nofollow"
     };
+    // No index either (a kernel may default to it): it ties the work directory to the lower
+    // directories it was first mounted with, and a checkpoint or rollback changes them.
+    let mut lowers: Vec<&Path> = levels.iter().rev().map(PathBuf::as_path).collect();
+    lowers.push(&mounted.lower);
+    let lowers: Vec<String> = lowers.iter().map(|p| p.display().to_string()).collect();
     let options = format!(
-        "lowerdir={},upperdir={},workdir={},metacopy=off,{features}",
-        lower.display(),
+        "lowerdir={},upperdir={},workdir={},metacopy=off,index=off,{features}",
+        lowers.join(":"),
         upper.display(),
         dir.join(WORK).display()
     );
@@ -291,42 +370,101 @@ fn mount(workspace: &Path, dir: &Path) -> Result<(UnixListener, File), String> {
             upper.display()
         )
     })?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let stamp = dir.join(MOUNTED);
+    let next = stamp.with_extension("new");
+    std::fs::write(&next, format!("{nanos}\n"))
+        .and_then(|()| std::fs::rename(&next, &stamp))
+        .map_err(|e| at("write in", e))?;
     let socket = dir.join(SOCKET);
     let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).map_err(|e| at("listen in", e))?;
-    Ok((listener, lock))
+    mounted.listener = Some(UnixListener::bind(&socket).map_err(|e| at("listen in", e))?);
+    Ok(())
 }
 
-/// Hands a copy of the merged tree to each connection, until standard input closes.
-fn serve((listener, _lock): &(UnixListener, File)) {
-    let merged = match std::env::args_os().nth(3) {
-        Some(dir) => Path::new(&dir).join(MERGED),
-        None => return,
+/// The frozen levels of the layer at `dir`, the lowest first (none without a stack file).
+fn stack(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let text = match std::fs::read_to_string(dir.join(STACK)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(format!(
+                "cannot read the layer's levels in {}: {e}",
+                dir.display()
+            ));
+        }
     };
-    let mut fds = [
-        libc::pollfd {
-            fd: 0,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
+    let levels: Vec<PathBuf> = text.lines().map(PathBuf::from).collect();
+    if let Some(bad) = levels
+        .iter()
+        .find(|p| p.to_string_lossy().contains([',', ':', '\\']))
+    {
+        return Err(format!(
+            "cannot stack the level {}: overlayfs cannot take a path with a comma, a colon or \
+             a backslash",
+            bad.display()
+        ));
+    }
+    Ok(levels)
+}
+
+/// Hands a copy of the merged tree to each connection, and unmounts and mounts the layer as
+/// told, until standard input closes.
+fn serve(mounted: &mut Mounted) {
+    let merged = mounted.dir.join(MERGED);
+    let mut input = Vec::new();
     loop {
-        // SAFETY: two valid pollfd structures.
+        let listening = mounted.listener.as_ref().map_or(-1, AsRawFd::as_raw_fd);
+        let mut fds = [
+            libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: listening,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfd structures (a negative descriptor is ignored).
         if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
             if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return;
         }
-        if fds[0].revents != 0 && io::stdin().read(&mut [0; 64]).unwrap_or(0) == 0 {
-            return;
+        if fds[0].revents != 0 {
+            let mut buf = [0; 64];
+            match io::stdin().read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => input.extend_from_slice(&buf[..n]),
+            }
+            while let Some(end) = input.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = input.drain(..=end).collect();
+                let done = match &line[..] {
+                    b"unmount\n" => {
+                        // No command may get the layer until it is mounted again.
+                        mounted.listener = None;
+                        let _ = std::fs::remove_file(mounted.dir.join(SOCKET));
+                        ns::detach(&merged).map_err(|e| format!("cannot unmount the layer: {e}"))
+                    }
+                    b"mount\n" => overlay(mounted),
+                    _ => Err("the layer keeper takes `unmount` or `mount`".into()),
+                };
+                let mut out = io::stdout();
+                let _ = match done {
+                    Ok(()) => out.write_all(b"ready\n"),
+                    Err(why) => writeln!(out, "error: {why}"),
+                }
+                .and_then(|()| out.flush());
+            }
+            continue;
         }
         if fds[1].revents != 0
+            && let Some(listener) = &mounted.listener
             && let Ok((stream, _)) = listener.accept()
             && let Ok(tree) = ns::open_tree(&merged)
         {

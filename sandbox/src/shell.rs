@@ -48,8 +48,9 @@ struct Sent {
 struct Helper {
     child: Child,
     socket: OwnedFd,
-    /// The workspace the helper's view shows, as (device, inode).
-    workspace: Option<(u64, u64)>,
+    /// The workspace the helper's view shows, as (device, inode), and the generation of its
+    /// layer's mount ([`super::layer::generation`]).
+    workspace: Option<((u64, u64), u64)>,
 }
 
 impl Shell {
@@ -142,10 +143,11 @@ impl Shell {
         if let Some((_, (read, _))) = &answers {
             fds.push(read.as_fd());
         }
-        let workspace = Some(runner::workspace(&self.policy)?.1);
+        let generation = super::layer::generation(&self.policy);
+        let workspace = Some((runner::workspace(&self.policy)?.1, generation));
         let mut helper = self.helper.lock().unwrap_or_else(|e| e.into_inner());
         // A helper that died is started again once; so is one whose view shows a workspace
-        // that has been replaced since.
+        // that has been replaced since, or a layer mounted again since.
         let mut tries = 0;
         loop {
             if helper.as_ref().is_none_or(|h| h.workspace != workspace) {
@@ -201,7 +203,9 @@ impl Shell {
         let helper = Helper {
             child,
             socket: ours,
-            workspace: runner::workspace(&self.policy).ok().map(|(_, id)| id),
+            workspace: runner::workspace(&self.policy)
+                .ok()
+                .map(|(_, id)| (id, super::layer::generation(&self.policy))),
         };
         let setup = Setup {
             policy: runner::sent(&self.policy),

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::util::{Cordon, Run};
+use crate::util::{Cordon, Live, Run};
 
 fn ok(run: Run) -> String {
     assert_eq!(run.code, 0, "expected success: {run:?}");
@@ -255,4 +255,428 @@ fn the_config_files_layer_key_is_the_option() {
     let bad = c.call("read_file", json!({"path": "a.txt"}));
     assert_eq!(bad.code, 2, "{bad:?}");
     assert!(bad.stderr.contains("as a layer name"), "{}", bad.stderr);
+}
+
+/// Runs a bash command in the layer `layer` over the workspace of `c`.
+fn bash_in(c: &Cordon, layer: &str, command: &str) -> String {
+    let input = json!({ "command": command }).to_string();
+    ok(c.run(&["--layer", layer, "call", "bash", &input]))
+}
+
+/// The paths a unified diff names, in order.
+fn paths_of(diff: &str) -> Vec<String> {
+    let heads = diff.lines().filter_map(|l| l.strip_prefix("diff --git a/"));
+    heads
+        .map(|l| l.split(" b/").next().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn rollback_restores_a_checkpoint_byte_for_byte() {
+    let c = Cordon::new();
+    c.write("a.txt", "one\ntwo\n");
+    c.write("gone.txt", "bye\n");
+    c.write("d/keep", "keep\n");
+    let state = "cat a.txt; ls -R; od -c bin; stat -c '%n %a' run.sh; cat d/new 2>&1";
+    bash_in(
+        &c,
+        "work",
+        "echo three >> a.txt; rm gone.txt; printf 'x\\0y' > bin; echo hi > run.sh; chmod 755 run.sh; rm -r d; mkdir d; echo n > d/new; mkdir ro; echo f > ro/f; chmod 555 ro",
+    );
+    let first = ok(c.run(&["layer", "checkpoint", "work", "first"]));
+    assert_eq!(first, "first\n");
+    let diff_then = ok(c.run(&["layer", "diff", "work"]));
+    let seen_then = bash_in(&c, "work", state);
+
+    // Changed, added and deleted after the checkpoint, over two more levels.
+    bash_in(
+        &c,
+        "work",
+        "echo four >> a.txt; echo later > later.txt; rm bin; chmod 644 run.sh; echo again > gone.txt",
+    );
+    assert_eq!(ok(c.run(&["layer", "checkpoint", "work"])), "2\n");
+    bash_in(
+        &c,
+        "work",
+        "rm -r d later.txt; echo x > a.txt; mkdir e; echo e > e/f",
+    );
+    let diff_now = ok(c.run(&["layer", "diff", "work"]));
+    assert_eq!(
+        paths_of(&diff_now),
+        ["a.txt", "d/keep", "e/f", "gone.txt", "ro/f", "run.sh"],
+        "{diff_now}"
+    );
+    assert_eq!(ok(c.run(&["layer", "checkpoints", "work"])), "first\n2\n");
+
+    ok(c.run(&["layer", "rollback", "work", "first"]));
+    assert_eq!(ok(c.run(&["layer", "diff", "work"])), diff_then);
+    assert_eq!(bash_in(&c, "work", state), seen_then);
+    assert_eq!(ok(c.run(&["layer", "checkpoints", "work"])), "first\n");
+    // The workspace never changed.
+    assert_eq!(c.read("a.txt"), "one\ntwo\n");
+    assert_eq!(c.read("gone.txt"), "bye\n");
+
+    let unknown = c.run(&["layer", "rollback", "work", "2"]);
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown
+            .stderr
+            .contains("there is no checkpoint \"2\" in the layer")
+            && unknown
+                .stderr
+                .contains("`cordon layer checkpoints` lists them"),
+        "{}",
+        unknown.stderr
+    );
+    let taken = c.run(&["layer", "checkpoint", "work", "first"]);
+    assert!(
+        taken
+            .stderr
+            .contains("there is a checkpoint \"first\" already"),
+        "{}",
+        taken.stderr
+    );
+    let bad = c.run(&["layer", "checkpoint", "work", "a/b"]);
+    assert!(
+        bad.stderr
+            .contains("cannot use \"a/b\" as a checkpoint label"),
+        "{}",
+        bad.stderr
+    );
+
+    // Accept takes the layer's levels and its upper directory together, into directories
+    // a command made read-only too.
+    bash_in(&c, "work", "chmod 755 ro; echo g > ro/g; chmod 555 ro");
+    ok(c.run(&["layer", "accept", "work"]));
+    assert_eq!(c.read("ro/f") + &c.read("ro/g"), "f\ng\n");
+    assert_eq!(c.read("a.txt"), "one\ntwo\nthree\n");
+    assert!(!c.path("gone.txt").exists() && !c.path("d/keep").exists());
+    assert_eq!(c.read("d/new"), "n\n");
+    assert_eq!(ok(c.run(&["layer", "diff", "work"])), "");
+    assert_eq!(ok(c.run(&["layer", "checkpoints", "work"])), "");
+    // What a command made read-only does not keep the layer from being discarded.
+    ok(c.run(&["layer", "discard", "work"]));
+    assert!(!c.data_dir().join("cordon/layers/work").exists());
+}
+
+#[test]
+fn twenty_forks_each_end_in_their_own_patch() {
+    let c = Cordon::new();
+    c.write("a.txt", "one\n");
+    bash_in(&c, "base", "echo two >> a.txt");
+    ok(c.run(&["layer", "checkpoint", "base", "start"]));
+    for i in 0..20 {
+        ok(c.run(&["layer", "fork", "base", &format!("f{i}")]));
+    }
+    for i in 0..20 {
+        bash_in(&c, &format!("f{i}"), &format!("echo {i} > f{i}.txt"));
+    }
+    for i in 0..20 {
+        let diff = ok(c.run(&["layer", "diff", &format!("f{i}")]));
+        assert_eq!(paths_of(&diff), ["a.txt", &format!("f{i}.txt")], "{diff}");
+        assert!(diff.contains(&format!("+++ b/f{i}.txt\n@@ -0,0 +1 @@\n+{i}\n")));
+    }
+    // The parent is as it was, and so is the workspace.
+    let parent = ok(c.run(&["layer", "diff", "base"]));
+    assert_eq!(paths_of(&parent), ["a.txt"], "{parent}");
+    assert_eq!(bash_in(&c, "base", "ls"), "a.txt\n");
+    assert_eq!(c.read("a.txt"), "one\n");
+
+    // A fork keeps the checkpoints; rolling it back leaves the others alone.
+    ok(c.run(&["layer", "rollback", "f0", "start"]));
+    assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "f0"]))), ["a.txt"]);
+    assert_eq!(bash_in(&c, "f1", "cat f1.txt"), "1\n");
+
+    // Accepting a layer whose levels others stack would change their view: refused.
+    let refused = c.run(&["layer", "accept", "f1"]);
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused.stderr.contains("shares its levels with forks"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(c.read("a.txt"), "one\n");
+    let taken = c.run(&["layer", "fork", "base", "f2"]);
+    assert!(
+        taken.stderr.contains("is a layer already"),
+        "{}",
+        taken.stderr
+    );
+
+    // A fork never used is discarded as any layer.
+    ok(c.run(&["layer", "fork", "base", "unused"]));
+    ok(c.run(&["layer", "discard", "unused"]));
+    assert!(!c.data_dir().join("cordon/layers/unused").exists());
+
+    // Discarding the parent leaves the forks whole; the last one leaves nothing behind.
+    ok(c.run(&["layer", "discard", "base"]));
+    assert_eq!(bash_in(&c, "f3", "cat a.txt f3.txt"), "one\ntwo\n3\n");
+    for i in 0..20 {
+        if i != 1 {
+            ok(c.run(&["layer", "discard", &format!("f{i}")]));
+        }
+    }
+    // The last fork holds the levels alone, and can be accepted.
+    ok(c.run(&["layer", "accept", "f1"]));
+    assert_eq!(c.read("a.txt"), "one\ntwo\n");
+    assert_eq!(c.read("f1.txt"), "1\n");
+    ok(c.run(&["layer", "discard", "f1"]));
+    let left: Vec<_> = std::fs::read_dir(c.data_dir().join("cordon/layers"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_session_checkpoints_rolls_back_and_forks_its_layer_while_it_runs() {
+    let c = Cordon::new().with_args(&["--layer", "work"]);
+    c.write("a.txt", "one\n");
+    let lines = [
+        json!({"tool": "bash", "input": {"command": "echo two >> a.txt"}}),
+        json!({"id": "c", "layer": "checkpoint", "label": "first"}),
+        json!({"tool": "bash", "input": {"command": "echo three >> a.txt; echo b > b.txt"}}),
+        json!({"end_turn": true}),
+        json!({"tool": "write_file", "input": {"path": "a.txt", "content": "gone\n"}}),
+        json!({"layer": "checkpoints"}),
+        json!({"layer": "rollback", "label": "first"}),
+        json!({"tool": "bash", "input": {"command": "cat a.txt; ls"}}),
+        json!({"tool": "read_file", "input": {"path": "a.txt"}}),
+        json!({"layer": "fork", "name": "side"}),
+        json!({"tool": "bash", "input": {"command": "echo mine > mine.txt"}}),
+        json!({"layer": "diff", "stat": true}),
+        json!({"layer": "rollback", "label": "nope"}),
+        json!({"layer": "launch"}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let out = c.session(input);
+    assert_eq!(out[1], json!({"id": "c", "checkpoint": "first"}));
+    assert_eq!(out[3]["checkpoint"], "2", "{}", out[3]);
+    assert_eq!(out[5], json!({"checkpoints": ["first", "2"]}));
+    assert_eq!(out[6], json!({"rolled_back": "first"}));
+    // The session's commands and file tools see the state of the checkpoint.
+    assert_eq!(out[7]["output"], "one\ntwo\na.txt\n", "{}", out[7]);
+    assert!(
+        out[8]["output"].as_str().unwrap().contains("two"),
+        "{}",
+        out[8]
+    );
+    assert_eq!(out[9], json!({"fork": "side"}));
+    let stat = out[11]["diff"].as_str().unwrap();
+    assert!(
+        stat.starts_with(" a.txt    | 1 +\n mine.txt | 1 +\n 2 files changed"),
+        "{stat}"
+    );
+    assert!(
+        out[12]["error"]
+            .as_str()
+            .unwrap()
+            .contains("there is no checkpoint \"nope\""),
+        "{}",
+        out[12]
+    );
+    assert!(
+        out[13]["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"layer\" must be"),
+        "{}",
+        out[13]
+    );
+    // The fork is as the layer was when forked.
+    let fork = ok(c.run(&["layer", "diff", "side"]));
+    assert_eq!(paths_of(&fork), ["a.txt"], "{fork}");
+    assert_eq!(c.read("a.txt"), "one\n");
+    // Without a layer, the operations are refused with what to do.
+    let plain = Cordon::new().session(format!("{}\n", json!({"layer": "diff"})));
+    assert!(
+        plain[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("start it with --layer NAME"),
+        "{}",
+        plain[0]
+    );
+}
+
+#[test]
+fn a_layer_in_use_is_changed_from_its_session_and_a_deep_stack_is_merged() {
+    let c = Cordon::new().with_args(&["--layer", "deep"]);
+    c.write("a.txt", "one\n");
+    let mut live = Live::start(&c);
+    assert_eq!(live.bash("echo two >> a.txt; cat a.txt"), "one\ntwo\n");
+    // From another terminal, the stack of a layer in use does not change.
+    let busy = c.run(&["layer", "checkpoint", "deep"]);
+    assert_eq!(busy.code, 2);
+    assert!(
+        busy.stderr.contains(
+            "is in use by a running cordon; checkpoint it, roll it back or fork it from its session"
+        ),
+        "{}",
+        busy.stderr
+    );
+    let busy = c.run(&["layer", "fork", "deep", "other"]);
+    assert!(
+        busy.stderr
+            .contains("has changes since its last checkpoint; fork it from its session"),
+        "{}",
+        busy.stderr
+    );
+    // Thirty turns, each a checkpoint: past 24 levels, the lowest are merged.
+    for i in 1..=30 {
+        live.bash(&format!("echo {i} > f{i}.txt"));
+        live.send(json!({"end_turn": true}));
+        assert_eq!(live.receive()["checkpoint"], i.to_string());
+    }
+    // Forked as it was at its last checkpoint, even while in use.
+    ok(c.run(&["layer", "fork", "deep", "other"]));
+    live.finish();
+    let stack = std::fs::read_to_string(c.data_dir().join("cordon/layers/deep/stack")).unwrap();
+    assert_eq!(stack.lines().count(), 24);
+    let labels: Vec<String> = (7..=30).map(|i| format!("{i}\n")).collect();
+    assert_eq!(
+        ok(c.run(&["layer", "checkpoints", "deep"])),
+        labels.concat()
+    );
+    let mut files: Vec<String> = (1..=30).map(|i| format!("f{i}.txt")).collect();
+    files.sort();
+    files.insert(0, "a.txt".into());
+    assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "deep"]))), files);
+    assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "other"]))), files);
+    ok(c.run(&["layer", "rollback", "deep", "7"]));
+    let listed = ok(c.call("bash", json!({"command": "ls | tr '\\n' ' '"})));
+    assert_eq!(
+        listed,
+        "a.txt f1.txt f2.txt f3.txt f4.txt f5.txt f6.txt f7.txt "
+    );
+    assert_eq!(paths_of(&ok(c.run(&["layer", "diff", "other"]))), files);
+}
+
+/// `cordon mcp` driven one request at a time, so that calls run in order.
+struct Mcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    id: u64,
+}
+
+impl Mcp {
+    fn start(c: &Cordon, args: &[&str]) -> Mcp {
+        let mut child = c.spawn(args);
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = Mcp {
+            child,
+            stdin,
+            stdout,
+            id: 0,
+        };
+        let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}});
+        mcp.ask("initialize", params);
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp
+    }
+
+    fn send(&mut self, line: serde_json::Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{line}").unwrap();
+    }
+
+    fn ask(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        use std::io::BufRead;
+        self.id += 1;
+        let id = self.id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).unwrap();
+        let mut answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        answer["result"].take()
+    }
+
+    /// A tool's text, and whether it is an error.
+    fn call(&mut self, name: &str, arguments: serde_json::Value) -> (String, bool) {
+        let result = self.ask("tools/call", json!({"name": name, "arguments": arguments}));
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        (text.to_string(), result["isError"] == true)
+    }
+}
+
+#[test]
+fn mcp_offers_the_model_diff_checkpoint_and_rollback_never_accept() {
+    let c = Cordon::new().with_args(&["--layer", "model"]);
+    c.write("a.txt", "one\n");
+    let mut mcp = Mcp::start(&c, &["mcp", "--layer-tools"]);
+    let listed = mcp.ask("tools/list", json!({}));
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("layer_"))
+        .collect();
+    assert_eq!(names, ["layer_diff", "layer_checkpoint", "layer_rollback"]);
+
+    let edit = json!({"path": "a.txt", "content": "two\n"});
+    assert!(!mcp.call("write_file", edit).1);
+    let (taken, failed) = mcp.call("layer_checkpoint", json!({"label": "mine"}));
+    assert!(
+        !failed && taken.starts_with("Checkpoint mine taken"),
+        "{taken}"
+    );
+    mcp.call(
+        "bash",
+        json!({"command": "echo three > a.txt; echo b > b.txt"}),
+    );
+    let (diff, _) = mcp.call("layer_diff", json!({}));
+    assert!(
+        diff.contains("+three") && diff.contains("+++ b/b.txt"),
+        "{diff}"
+    );
+    let (back, failed) = mcp.call("layer_rollback", json!({"label": "mine"}));
+    assert!(
+        !failed && back.starts_with("Rolled back to checkpoint mine"),
+        "{back}"
+    );
+    let (seen, _) = mcp.call("bash", json!({"command": "cat a.txt; ls"}));
+    assert_eq!(seen, "two\na.txt\n");
+    let (none, failed) = mcp.call("layer_rollback", json!({}));
+    assert!(failed && none.contains("\"label\" is required"), "{none}");
+    // Accept is the user's: no such tool.
+    let accept = mcp.ask(
+        "tools/call",
+        json!({"name": "layer_accept", "arguments": {}}),
+    );
+    assert!(accept.is_null(), "{accept}");
+    drop(mcp.stdin);
+    assert!(mcp.child.wait().unwrap().success());
+    assert_eq!(c.read("a.txt"), "one\n");
+
+    // Without the flag the model gets no such tool; the flag needs a layer.
+    let plain = Cordon::new();
+    let refused = plain.run(&["mcp", "--layer-tools"]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("start cordon mcp with --layer NAME too"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn a_turn_without_changes_keeps_the_sandbox() {
+    let c = Cordon::new().with_args(&["--layer", "calm"]);
+    let mut live = Live::start(&c);
+    let mark = "test -e /tmp/mark && echo kept || echo new";
+    live.bash("echo > /tmp/mark");
+    live.send(json!({"end_turn": true}));
+    assert_eq!(live.receive()["checkpoint"], "1");
+    assert_eq!(live.bash(mark), "kept\n");
+    // After a change, the checkpoint remounts: a new sandbox over the new mount.
+    live.bash("echo x > x.txt");
+    live.send(json!({"end_turn": true}));
+    assert_eq!(live.receive()["checkpoint"], "2");
+    assert_eq!(live.bash(&format!("{mark}; cat x.txt")), "new\nx\n");
+    live.finish();
 }

@@ -3,7 +3,7 @@
 //!
 //! `cargo bench -p cordon-cli --profile dist --bench perf` (the profile of releases, with thin LTO)
 //! runs every section; name sections to run only those: `cargo bench -p cordon-cli --profile dist
-//! --bench perf -- oneshot session large edit diff pipe mcp rss`;
+//! --bench perf -- oneshot session large edit diff pipe mcp rss fork`;
 //! `-- breakdown` adds where the start-up time goes.
 //! `CORDON_PERF_SCALE=0.2` runs fewer samples (quicker, noisier).
 //!
@@ -25,6 +25,8 @@
 //!   `node` and the package in `target/bench-npm` (installed with npm when npm is there);
 //!   skipped, with the reason, otherwise.
 //! - `rss`: the resident set of an idle `cordon mcp` with every built-in loaded.
+//! - `fork`: forking a layer with five checkpoints through the library, once and 100 times in
+//!   a row.
 //!
 //! The data (a 1 GiB text file among them) is generated once under `target/perf/` and reused.
 //!
@@ -97,6 +99,9 @@ fn main() {
     }
     if selected("rss") {
         sections::rss::run(&dirs, &mut report);
+    }
+    if selected("fork") {
+        sections::fork::run(&dirs, &mut report);
     }
     report.print();
 }

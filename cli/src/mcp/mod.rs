@@ -66,6 +66,7 @@ use cordon::{CallError, CallOutcome, Runtime};
 
 mod elicit;
 mod http;
+mod layer;
 mod tools;
 
 pub use http::Http;
@@ -75,9 +76,27 @@ use tools::{instructions, tools};
 
 /// Serves the tools: over Streamable HTTP when `http` says so, else one MCP connection on
 /// standard input and output, until the client closes it.
-pub async fn serve(runtime: Runtime, mode: Mode, http: Option<Http>) -> anyhow::Result<()> {
+/// `layer_tools`: also offer the model the layer's tools ([`layer`]).
+pub async fn serve(
+    runtime: Runtime,
+    mode: Mode,
+    http: Option<Http>,
+    layer_tools: bool,
+) -> anyhow::Result<()> {
+    if layer_tools && runtime.layer().is_none() {
+        anyhow::bail!(
+            "--layer-tools offers the model the tools of the workspace's layer, and there is \
+             none: start cordon mcp with --layer NAME too"
+        );
+    }
+    let mut tools = tools(&runtime, *runtime.network() != cordon::shell::Network::Off);
+    if layer_tools {
+        tools.extend(layer::tools());
+    }
     let shared = Arc::new(Shared {
-        tools: tools(&runtime, *runtime.network() != cordon::shell::Network::Off),
+        tools,
+        layer_tools,
+        layer: tokio::sync::RwLock::new(()),
         instructions: instructions(&runtime, mode),
         mode,
         runtime,
@@ -174,6 +193,11 @@ struct Shared {
     /// Held by a call that changes files (kinds edit, delete, move) while it runs: the
     /// workspace is one for every connection.
     writes: Mutex<()>,
+    /// Whether the layer's tools are offered (`--layer-tools`).
+    layer_tools: bool,
+    /// Read by every call while it runs; written by a tool of the layer, which changes its
+    /// mount and so must run alone.
+    layer: tokio::sync::RwLock<()>,
     /// The permission questions handed to 2026-07-28 clients, by the request state that
     /// brings the answer back: the call (tool and input) each is about. Shared, because over
     /// HTTP that lifecycle has no sessions: the retry is a request of its own.
@@ -324,6 +348,15 @@ impl ServerHandler for Server {
                 .acquire()
                 .await
                 .expect("the call slots are never closed");
+            if let Some(live) = shared.runtime.layer()
+                && shared.layer_tools
+                && layer::is_tool(&request.name)
+            {
+                let _alone = shared.layer.write().await;
+                let input = Value::Object(request.arguments.unwrap_or_default());
+                return Ok(layer::call(live, &request.name, &input).into());
+            }
+            let _layer = shared.layer.read().await;
             self.call(request, &context).await
         };
         // A cancelled call is dropped where it stands: its command's tree is killed, its

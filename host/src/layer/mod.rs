@@ -16,6 +16,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub mod patch;
+pub mod stack;
 
 use crate::resolve::Resolved;
 use crate::shell::layer::{Keeper, UPPER};
@@ -59,6 +60,48 @@ pub enum LayerError {
          under its mount)"
     )]
     Busy(PathBuf),
+    #[error(
+        "the layer {0} is in use by a running cordon; checkpoint it, roll it back or fork it \
+         from its session ({{\"layer\": \"checkpoint\"}}, {{\"layer\": \"rollback\", \
+         \"label\": LABEL}}), or end that cordon first (its mount cannot change under it)"
+    )]
+    BusyStack(PathBuf),
+    #[error(
+        "the layer {0} is in use by a running cordon and has changes since its last \
+         checkpoint; fork it from its session ({{\"layer\": \"fork\", \"name\": NEW}}), or \
+         end that cordon first"
+    )]
+    BusyFork(PathBuf),
+    #[error("{0} is a layer already; name a new layer for the fork")]
+    Exists(PathBuf),
+    #[error(
+        "cannot fork into {0}: a fork shares the levels of {1}, so it must be on the same file \
+         system; name the fork by a name, or by a path beside the layer"
+    )]
+    OtherFileSystem(PathBuf, PathBuf),
+    #[error(
+        "cannot use {0:?} as a checkpoint label: use letters, digits, '.', '_' and '-' (not \
+         first '.')"
+    )]
+    Label(String),
+    #[error("there is a checkpoint {0:?} already; choose another label")]
+    LabelTaken(String),
+    #[error(
+        "there is no checkpoint {label:?} in the layer {layer}; `cordon layer checkpoints` \
+         lists them"
+    )]
+    NoCheckpoint { label: String, layer: PathBuf },
+    #[error(
+        "the layer {0} has {1} levels, the most overlayfs can stack, and the lowest are shared \
+         with forks; roll back to an earlier checkpoint, or discard the forks"
+    )]
+    TooDeep(PathBuf, usize),
+    #[error(
+        "the layer {0} shares its levels with forks (or with the layer it was forked from): \
+         accepting would change the workspace under them; take its changes as a patch \
+         (`cordon layer diff` piped to `git apply`), or discard the other layers first"
+    )]
+    Shared(PathBuf),
     #[error("no change in the layer at {0}")]
     NoChange(String),
     #[error("refused, nothing was accepted: {}", .0.join("; "))]
@@ -102,7 +145,7 @@ pub fn workspace_of(dir: &Path) -> Result<PathBuf, LayerError> {
 
 /// Mounts the layer at `resolved.layer` over the workspace and points bash at it; none when no
 /// layer is asked for. The keeper lives as long as what is returned.
-pub fn start(resolved: &mut Resolved) -> Result<Option<Keeper>, LayerError> {
+pub fn start(resolved: &mut Resolved) -> Result<Option<Live>, LayerError> {
     let Some(dir) = resolved.layer.clone() else {
         return Ok(None);
     };
@@ -119,18 +162,96 @@ pub fn start(resolved: &mut Resolved) -> Result<Option<Keeper>, LayerError> {
         }
         Ok(_) => {}
         Err(_) => {
-            // A directory named by path is the layer's own: nothing else may be in it.
-            if fs::read_dir(&dir).is_ok_and(|mut entries| entries.next().is_some()) {
+            // A directory named by path is the layer's own: nothing else may be in it, but
+            // the levels a discarded layer left to its forks.
+            let foreign = |e: fs::DirEntry| e.file_name() != std::ffi::OsStr::new(stack::LEVELS);
+            if fs::read_dir(&dir).is_ok_and(|entries| entries.flatten().any(foreign)) {
                 return Err(LayerError::NotALayer(dir));
             }
-            fs::create_dir_all(&dir).map_err(io_at("create the layer", &dir))?;
-            let text = resolved.workspace.as_os_str().as_encoded_bytes();
-            fs::write(dir.join(WORKSPACE), text).map_err(io_at("create the layer", &dir))?;
+            make(&dir, &resolved.workspace)?;
         }
     }
     let keeper = mount(&resolved.shell.helper, &resolved.workspace, &dir)?;
     resolved.shell.layer = Some(keeper.socket());
-    Ok(Some(keeper))
+    Ok(Some(Live {
+        keeper,
+        dir,
+        workspace: resolved.workspace.clone(),
+    }))
+}
+
+/// The layer a cordon runs in, with the operations its session offers: they act between
+/// calls, the keeper's mount taken down and put up again around a change of the stack.
+#[derive(Debug)]
+pub struct Live {
+    keeper: Keeper,
+    dir: PathBuf,
+    workspace: PathBuf,
+}
+
+impl Live {
+    /// The layer's merged tree, as this process reaches it.
+    pub fn merged(&self) -> PathBuf {
+        self.keeper.merged()
+    }
+
+    /// The layer's changes as a unified diff, or `git diff --stat`'s summary.
+    pub fn diff(&self, stat: bool) -> Result<String, LayerError> {
+        let changes = changes(&self.dir, &self.workspace)?;
+        let text = match stat {
+            true => patch::stat(&self.workspace, &changes),
+            false => patch::unified(&self.workspace, &changes),
+        };
+        text.map_err(io_at("read the layer", &self.dir))
+    }
+
+    /// The layer's checkpoints, the oldest first.
+    pub fn checkpoints(&self) -> Result<Vec<stack::Checkpoint>, LayerError> {
+        stack::checkpoints(&self.dir)
+    }
+
+    /// Takes a checkpoint ([`stack::checkpoint`]); returns its label. With no change since
+    /// the last level, only the label is written: the mount, and the commands' sandbox, stay.
+    pub fn checkpoint(&self, label: Option<&str>) -> Result<String, LayerError> {
+        if stack::upper_empty(&self.dir)? {
+            return stack::checkpoint_unmounted(&self.dir, label);
+        }
+        self.remounting(|| stack::checkpoint_unmounted(&self.dir, label))
+    }
+
+    /// Rolls the layer back to the checkpoint `label` ([`stack::rollback`]).
+    pub fn rollback(&self, label: &str) -> Result<(), LayerError> {
+        if !self.checkpoints()?.iter().any(|c| c.label == label) {
+            return Err(LayerError::NoCheckpoint {
+                label: label.into(),
+                layer: self.dir.clone(),
+            });
+        }
+        self.remounting(|| stack::rollback_unmounted(&self.dir, label))
+    }
+
+    /// Forks the layer, as it is now, into the layer `name` ([`stack::fork`]); returns the
+    /// fork's directory.
+    pub fn fork(&self, name: &str) -> Result<PathBuf, LayerError> {
+        let new = dir(name)?;
+        stack::free(&new)?;
+        self.remounting(|| stack::fork_unmounted(&self.dir, &new))?;
+        Ok(new)
+    }
+
+    fn remounting<T>(
+        &self,
+        change: impl FnOnce() -> Result<T, LayerError>,
+    ) -> Result<T, LayerError> {
+        self.keeper.remounting(change).map_err(LayerError::Mount)?
+    }
+}
+
+/// Makes the directory `dir` a layer over `workspace`.
+fn make(dir: &Path, workspace: &Path) -> Result<(), LayerError> {
+    fs::create_dir_all(dir).map_err(io_at("create the layer", dir))?;
+    let text = workspace.as_os_str().as_encoded_bytes();
+    fs::write(dir.join(WORKSPACE), text).map_err(io_at("create the layer", dir))
 }
 
 /// Starts the keeper of the layer at `dir` over `workspace`.
@@ -162,51 +283,87 @@ pub enum Kind {
 pub struct Change {
     pub path: PathBuf,
     pub kind: Kind,
+    /// The layer's version of the file: in its upper directory or in a frozen level (none
+    /// for a deletion).
+    pub source: Option<PathBuf>,
 }
 
-/// The changes of the layer at `dir` against `workspace`, by path: the upper directory
-/// walked, the workspace looked up only where the layer has something.
+/// The changes of the layer at `dir` against `workspace`, by path: its upper directory and
+/// frozen levels walked, the workspace looked up only where the layer has something.
 pub fn changes(dir: &Path, workspace: &Path) -> Result<Vec<Change>, LayerError> {
     let upper = dir.join(UPPER);
     if !upper.is_dir() {
         return Err(LayerError::Missing(dir.into()));
     }
+    let levels = stack::levels(dir)?;
+    let mut tops = vec![upper.as_path()];
+    tops.extend(levels.iter().rev().map(PathBuf::as_path));
     let mut found = BTreeMap::new();
-    walk(&upper, workspace, Path::new(""), &mut found).map_err(io_at("read the layer", dir))?;
-    Ok(found
-        .into_iter()
-        .map(|(path, kind)| Change { path, kind })
-        .collect())
+    walk(&tops, workspace, Path::new(""), &mut found).map_err(io_at("read the layer", dir))?;
+    Ok(found.into_values().collect())
 }
 
+/// Walks `rel` in `tops` (the layer's directories that show at `rel`, the highest first),
+/// as overlayfs merges them: at each name the highest that has it decides; a directory also
+/// shows the directories below it, down to one that is opaque or a name that is not one.
 fn walk(
-    upper: &Path,
+    tops: &[&Path],
     lower: &Path,
     rel: &Path,
-    found: &mut BTreeMap<PathBuf, Kind>,
+    found: &mut BTreeMap<PathBuf, Change>,
 ) -> io::Result<()> {
-    for entry in fs::read_dir(upper.join(rel))? {
-        let entry = entry?;
-        let path = rel.join(entry.file_name());
-        let meta = entry.metadata()?;
+    let mut names = std::collections::BTreeSet::new();
+    for top in tops {
+        for entry in fs::read_dir(top.join(rel))? {
+            names.insert(entry?.file_name());
+        }
+    }
+    for name in names {
+        let path = rel.join(name);
+        let mut first: Option<(&Path, fs::Metadata)> = None;
+        let mut dirs = Vec::new();
+        // Whether the layer hides the workspace's directory at `path`.
+        let mut hides = false;
+        for &top in tops {
+            let Ok(meta) = fs::symlink_metadata(top.join(&path)) else {
+                continue;
+            };
+            if !meta.is_dir() {
+                if first.is_none() {
+                    first = Some((top, meta));
+                } else {
+                    hides = true;
+                }
+                break;
+            }
+            dirs.push(top);
+            let opaque = is_opaque(&top.join(&path));
+            first.get_or_insert((top, meta));
+            if opaque {
+                hides = true;
+                break;
+            }
+        }
+        let Some((top, meta)) = first else { continue };
         let below = fs::symlink_metadata(lower.join(&path)).ok();
         let below_dir = below.as_ref().is_some_and(|m| m.is_dir());
         if is_whiteout(&meta) {
             deleted(lower, &path, found)?;
         } else if meta.is_dir() {
             if below.is_some() && !below_dir {
-                found.insert(path.clone(), Kind::Deleted);
-            } else if below_dir && is_opaque(&upper.join(&path)) {
+                found.insert(path.clone(), gone(&path));
+            } else if below_dir && hides {
                 deleted(lower, &path, found)?;
             }
-            walk(upper, lower, &path, found)?;
+            walk(&dirs, lower, &path, found)?;
         } else {
             if below_dir {
                 deleted(lower, &path, found)?;
             }
+            let source = top.join(&path);
             let kind = match below {
                 Some(m) if !m.is_dir() => {
-                    if same(&upper.join(&path), &lower.join(&path))? {
+                    if same(&source, &lower.join(&path))? {
                         found.remove(&path);
                         continue;
                     }
@@ -214,20 +371,29 @@ fn walk(
                 }
                 _ => Kind::Added,
             };
-            found.insert(path, kind);
+            let source = Some(source);
+            found.insert(path.clone(), Change { path, kind, source });
         }
     }
     Ok(())
 }
 
+fn gone(path: &Path) -> Change {
+    Change {
+        path: path.to_path_buf(),
+        kind: Kind::Deleted,
+        source: None,
+    }
+}
+
 /// Marks every file at or below `rel` of `lower` deleted (what is written over them later
 /// turns them into changes).
-fn deleted(lower: &Path, rel: &Path, found: &mut BTreeMap<PathBuf, Kind>) -> io::Result<()> {
+fn deleted(lower: &Path, rel: &Path, found: &mut BTreeMap<PathBuf, Change>) -> io::Result<()> {
     let Ok(meta) = fs::symlink_metadata(lower.join(rel)) else {
         return Ok(());
     };
     if !meta.is_dir() {
-        found.insert(rel.to_path_buf(), Kind::Deleted);
+        found.insert(rel.to_path_buf(), gone(rel));
         return Ok(());
     }
     for entry in fs::read_dir(lower.join(rel))? {
@@ -261,10 +427,12 @@ fn same(a: &Path, b: &Path) -> io::Result<bool> {
 
 /// The layer at `dir`, locked against a keeper for as long as the lock lives.
 pub fn lock(dir: &Path) -> Result<File, LayerError> {
-    match crate::shell::layer::lock(dir, false) {
+    // Its lock file is made by its first keeper: a fork never used has none yet.
+    workspace_of(dir)?;
+    match crate::shell::layer::lock(dir, true) {
         Ok(Some(file)) => Ok(file),
         Ok(None) => Err(LayerError::Busy(dir.into())),
-        Err(_) => Err(LayerError::Missing(dir.into())),
+        Err(e) => Err(io_at("lock the layer", dir)(e)),
     }
 }
 
@@ -279,6 +447,9 @@ pub fn accept(
     unprotect: &[PathBuf],
 ) -> Result<Vec<Change>, LayerError> {
     let _lock = lock(dir)?;
+    if stack::shared(dir)? {
+        return Err(LayerError::Shared(dir.into()));
+    }
     let all = changes(dir, workspace)?;
     let chosen: Vec<Change> = if paths.is_empty() {
         all
@@ -304,6 +475,8 @@ pub fn accept(
     if !refused.is_empty() {
         return Err(LayerError::Protected(refused));
     }
+    // Taken out of the layer below, an accepted file must not show an older version of it.
+    stack::flatten(dir)?;
     let upper = dir.join(UPPER);
     for change in &chosen {
         let target = workspace.join(&change.path);
@@ -370,7 +543,13 @@ fn settle(upper: &Path, rel: &Path) -> io::Result<()> {
         let path = upper.join(&at);
         if let Ok(meta) = fs::symlink_metadata(&path) {
             if !meta.is_dir() {
-                fs::remove_file(&path)?;
+                // Its directory may have been made read-only by a command: for a moment not.
+                let parent = path.parent().unwrap_or(upper);
+                let was = fs::symlink_metadata(parent)?.permissions();
+                fs::set_permissions(parent, fs::Permissions::from_mode(was.mode() | 0o700))?;
+                let removed = fs::remove_file(&path);
+                fs::set_permissions(parent, was)?;
+                removed?;
             }
             return Ok(());
         }
@@ -380,15 +559,36 @@ fn settle(upper: &Path, rel: &Path) -> io::Result<()> {
     }
 }
 
-/// Removes the layer at `dir`: its changes, mount directories and all.
+/// Removes the layer at `dir`: its changes, mount directories and all, but the levels that
+/// its forks still use.
 pub fn discard(dir: &Path) -> Result<(), LayerError> {
     let lock = lock(dir)?;
     if !dir.join(UPPER).is_dir() {
         return Err(LayerError::NotALayer(dir.into()));
     }
-    // overlayfs leaves its work directory unreadable to its owner.
+    // overlayfs leaves its work directory unreadable to its owner, and a command may have
+    // made a directory read-only. (Levels are opened up by the last layer that stacks them.)
     let _ = opened_up(&dir.join("work"));
-    fs::remove_dir_all(dir).map_err(io_at("remove the layer", dir))?;
+    let _ = opened_up(&dir.join(UPPER));
+    if stack::release_all(dir)? {
+        // The workspace file first: without it the directory is no layer.
+        fs::remove_file(dir.join(WORKSPACE)).map_err(io_at("remove the layer", dir))?;
+        for entry in fs::read_dir(dir).map_err(io_at("remove the layer", dir))? {
+            let entry = entry.map_err(io_at("remove the layer", dir))?;
+            if entry.file_name() == std::ffi::OsStr::new(stack::LEVELS) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+            removed.map_err(io_at("remove the layer", &path))?;
+        }
+    } else {
+        fs::remove_dir_all(dir).map_err(io_at("remove the layer", dir))?;
+    }
     drop(lock);
     Ok(())
 }
@@ -419,6 +619,7 @@ pub fn probe(resolved: &Resolved) -> Result<(), LayerError> {
         .tempdir_in(&layers)
         .map_err(io_at("create a directory in", &layers))?;
     let dir = scratch.path().join("layer");
+    make(&dir, &resolved.workspace)?;
     drop(mount(&resolved.shell.helper, &resolved.workspace, &dir)?);
     discard(&dir)
 }

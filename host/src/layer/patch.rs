@@ -40,27 +40,20 @@ impl Side {
 }
 
 /// The sides of `change`: the workspace's and the layer's.
-fn sides(
-    upper: &Path,
-    workspace: &Path,
-    change: &Change,
-) -> io::Result<(Option<Side>, Option<Side>)> {
+fn sides(workspace: &Path, change: &Change) -> io::Result<(Option<Side>, Option<Side>)> {
     let old = match change.kind {
         Kind::Added => None,
         _ => Some(Side::read(&workspace.join(&change.path))?),
     };
-    let new = match change.kind {
-        Kind::Deleted => None,
-        _ => Some(Side::read(&upper.join(&change.path))?),
-    };
+    let new = change.source.as_deref().map(Side::read).transpose()?;
     Ok((old, new))
 }
 
 /// The unified diff of `changes`, with git's headers.
-pub fn unified(upper: &Path, workspace: &Path, changes: &[Change]) -> io::Result<String> {
+pub fn unified(workspace: &Path, changes: &[Change]) -> io::Result<String> {
     let mut out = String::new();
     for change in changes {
-        let (old, new) = sides(upper, workspace, change)?;
+        let (old, new) = sides(workspace, change)?;
         let p = change.path.display();
         out.push_str(&format!("diff --git a/{p} b/{p}\n"));
         match (&old, &new) {
@@ -91,11 +84,11 @@ pub fn unified(upper: &Path, workspace: &Path, changes: &[Change]) -> io::Result
 }
 
 /// `git diff --stat`'s summary of `changes`: a line per file, then the totals.
-pub fn stat(upper: &Path, workspace: &Path, changes: &[Change]) -> io::Result<String> {
+pub fn stat(workspace: &Path, changes: &[Change]) -> io::Result<String> {
     let mut rows = Vec::new();
     let (mut added, mut removed) = (0, 0);
     for change in changes {
-        let (old, new) = sides(upper, workspace, change)?;
+        let (old, new) = sides(workspace, change)?;
         let count = match (text(&old), text(&new)) {
             (Some(o), Some(n)) => {
                 let diff = TextDiff::from_lines(o, n);

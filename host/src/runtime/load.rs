@@ -48,8 +48,8 @@ impl Runtime {
         for dir in &resolved.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &resolved)?);
         }
-        if let Some(keeper) = &layer {
-            crate::layer::redirect(&mut specs, &resolved.workspace, &keeper.merged());
+        if let Some(live) = &layer {
+            crate::layer::redirect(&mut specs, &resolved.workspace, &live.merged());
         }
         // Before anything is compiled or loaded, and against every plugin (not only the one a
         // one-shot call loads): what this start loads must be out of reach of what it runs.
@@ -89,7 +89,7 @@ impl Runtime {
             resolved,
             own,
             secrets,
-            _layer: layer,
+            layer,
         };
         runtime.load(specs).await?;
         Ok(runtime)

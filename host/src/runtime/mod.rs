@@ -32,11 +32,16 @@ pub struct Runtime {
     /// The variables whose values plugins' requests carry as secret headers: redacted from
     /// every output.
     secrets: Vec<String>,
-    /// The keeper of the workspace's layer, held so that it lives as long as the runtime.
-    _layer: Option<crate::shell::layer::Keeper>,
+    /// The workspace's layer, whose keeper lives as long as the runtime.
+    layer: Option<crate::layer::Live>,
 }
 
 impl Runtime {
+    /// The layer the workspace is seen through (`--layer`), if any.
+    pub fn layer(&self) -> Option<&crate::layer::Live> {
+        self.layer.as_ref()
+    }
+
     /// The workspace root (canonical).
     pub fn workspace(&self) -> &Path {
         &self.resolved.workspace

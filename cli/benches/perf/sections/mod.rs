@@ -4,6 +4,7 @@
 pub(crate) mod breakdown;
 pub(crate) mod diff;
 pub(crate) mod edit;
+pub(crate) mod fork;
 pub(crate) mod large;
 pub(crate) mod mcp;
 pub(crate) mod oneshot;
