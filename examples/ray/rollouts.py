@@ -5,7 +5,8 @@ evaluation harness would get from its policy): it writes a program with a bug, r
 the bug away and runs the test, and its reward is whether the test passed, read from the
 command's exit code. Every call goes through the rollout's own session, so each rollout's
 commands run in their own sandbox, on whichever node Ray schedules the task; the workspace is
-a fresh directory on that node.
+a fresh directory on that node, seen through a layer of the rollout's own, so that what the
+rollout changed comes back as a patch (``Session.diff``) and the layer is discarded after.
 
     python examples/ray/rollouts.py --rollouts 8            # a local Ray instance
     RAY_ADDRESS=head:6379 python examples/ray/rollouts.py --rollouts 1000
@@ -79,6 +80,8 @@ class Rollout:
     node: str
     steps: list[Step]
     reward: float
+    patch: str
+    """What the rollout changed in its workspace, as a unified diff ``git apply`` takes."""
 
 
 def plan(index: int) -> list[tuple[str, dict[str, Any]]]:
@@ -96,15 +99,21 @@ def plan(index: int) -> list[tuple[str, dict[str, Any]]]:
 
 def run(index: int, root: str | None = None, **settings: Any) -> Rollout:
     """Rollout ``index`` in a fresh workspace (under ``root`` when given), with a session of
-    its own made with ``settings``."""
+    its own made with ``settings``, through a layer of its own (in the node's temporary
+    directory, discarded once its patch is read)."""
     workspace = tempfile.mkdtemp(prefix=f"rollout-{index}-", dir=root)
+    layer = tempfile.mkdtemp(prefix=f"cordon-layer-{index}-")
     steps = []
-    with cordon.Session(workspace, **settings) as session:
-        for tool, input in plan(index):
-            result = session.call(tool, input)
-            steps.append(Step(tool, input, result.output, result.failed, result.exit_code))
+    try:
+        with cordon.Session(workspace, layer=layer, **settings) as session:
+            for tool, input in plan(index):
+                result = session.call(tool, input)
+                steps.append(Step(tool, input, result.output, result.failed, result.exit_code))
+            patch = session.diff()
+    finally:
+        subprocess.run([cordon.find_binary(), "layer", "discard", layer], capture_output=True)
     reward = 1.0 if steps[-1].exit_code == 0 else 0.0
-    return Rollout(index, socket.gethostname(), steps, reward)
+    return Rollout(index, socket.gethostname(), steps, reward, patch)
 
 
 @ray.remote

@@ -49,9 +49,12 @@ def test_rollouts_run_as_ray_tasks_each_in_its_own_session(local_ray: None, tmp_
             and last.output == f"fib({n}) = {rollouts.fib(n)}, want {rollouts.fib(n)}\n"
         )
         assert r.reward == 1.0
+        assert "+++ b/fib.py" in r.patch and "+    for _ in range(n):" in r.patch
+        assert "+++ b/test_fib.py" in r.patch
     workspaces = sorted(p.name.split("-")[1] for p in tmp_path.iterdir())
     assert workspaces == ["0", "1", "2", "3"]  # a workspace of its own each
     assert cordons_in(tmp_path) == []
+    assert all(not any(Path(tmp_path, w).iterdir()) for w in os.listdir(tmp_path))
 
 
 def test_doctor_runs_on_every_node(local_ray: None) -> None:

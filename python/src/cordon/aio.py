@@ -1,9 +1,10 @@
 """`AsyncSession`: one ``cordon session`` process, driven over its JSON-lines protocol.
 
 This is the package's one client of the protocol (docs/session.md); the synchronous
-:class:`~cordon.Session` runs it on the package's event-loop thread. cordon serves calls one at a time, so
-a session sends one request and reads the lines that answer it (streamed output, permission
-requests, then the response) before it sends the next; concurrent callers wait their turn.
+:class:`~cordon.Session` runs it on the package's event-loop thread. cordon serves calls one at
+a time, so a session sends one request and reads the lines that answer it (streamed output,
+permission requests, then the response) before it sends the next; concurrent callers wait their
+turn.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .binary import find_binary
 from .errors import (
     BinaryNotFoundError,
     CallCancelledError,
+    LayerError,
     ProtocolError,
     SessionClosedError,
     SessionDiedError,
@@ -280,8 +282,52 @@ class AsyncSession:
 
     async def end_turn(self) -> Turn:
         """Ends the turn: what it counted (commands, file ops, skills); the counts restart."""
-        line = await self._request({"end_turn": True}, None)
-        return Turn(counters=dict(line["counters"]), display=line.get("display", ""))
+        line = await self._layer({"end_turn": True})
+        return Turn(
+            counters=dict(line["counters"]),
+            display=line.get("display", ""),
+            checkpoint=line.get("checkpoint"),
+        )
+
+    async def diff(self, *, stat: bool = False) -> str:
+        """The changes the session's ``layer`` holds against the workspace, as a unified diff
+        that ``git apply`` takes (``stat``: a summary of them). :class:`LayerError` without a
+        layer."""
+        return str((await self._layer({"layer": "diff", "stat": stat}))["diff"])
+
+    async def checkpoint(self, label: str | None = None) -> str:
+        """Freezes the layer's state as a checkpoint named ``label`` (cordon names it when
+        none is given), to :meth:`rollback` to later; returns its label."""
+        request: dict[str, Any] = {"layer": "checkpoint"}
+        if label is not None:
+            request["label"] = label
+        return str((await self._layer(request))["checkpoint"])
+
+    async def checkpoints(self) -> list[str]:
+        """The labels of the layer's checkpoints, oldest first (each ``end_turn`` takes one)."""
+        return [
+            str(label) for label in (await self._layer({"layer": "checkpoints"}))["checkpoints"]
+        ]
+
+    async def rollback(self, label: str) -> None:
+        """Brings the layer back to the checkpoint ``label``, byte for byte: what was changed
+        since is gone, for the commands and file tools that follow."""
+        await self._layer({"layer": "rollback", "label": label})
+
+    async def fork(self, name: str) -> str:
+        """Makes the layer ``name``, which starts from this layer's state and shares everything
+        unchanged; a session with ``layer=name`` then goes on from there, apart from this one.
+        Returns its name."""
+        return str((await self._layer({"layer": "fork", "name": name}))["fork"])
+
+    async def _layer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Sends a request that may touch the layer: a refusal is a :class:`LayerError`."""
+        try:
+            return await self._request(request, None)
+        except ProtocolError as refused:
+            raise LayerError(
+                f"cordon refused the layer operation: {refused.text}", refused.text
+            ) from None
 
     async def cancel(self) -> bool:
         """Cancels the call running, if any: its command's whole process tree is killed, an

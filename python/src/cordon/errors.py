@@ -51,3 +51,9 @@ class ProtocolError(CordonError):
 class CallCancelledError(CordonError):
     """The call was cancelled with ``cancel()`` (or Ctrl-C in a synchronous session); its
     command's whole process tree was killed, and an edit that had not written wrote nothing."""
+
+
+class LayerError(CordonError):
+    """A layer operation (``diff``, ``checkpoint``, ``rollback``, ``fork``) was refused: the
+    session has no layer, no checkpoint has that label, a fork's name is taken. ``text`` is
+    cordon's reason."""

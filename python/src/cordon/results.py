@@ -197,6 +197,9 @@ class Turn:
     """Calls per counter: ``commands``, ``file_ops``, ``skills``, and any a plugin declares."""
     display: str
     """The counters line a person is shown: ``"⚙ 2 commands  📝 1 file op"``."""
+    checkpoint: str | None = None
+    """In a session with a ``layer``, the label of the checkpoint the turn ended in (to
+    :meth:`~cordon.Session.rollback` to)."""
 
 
 @dataclass(frozen=True)

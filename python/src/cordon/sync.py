@@ -168,6 +168,26 @@ class Session:
         """Ends the turn and returns its counts (see :meth:`AsyncSession.end_turn`)."""
         return self._run(self._session.end_turn())
 
+    def diff(self, *, stat: bool = False) -> str:
+        """The layer's changes as a unified diff (see :meth:`AsyncSession.diff`)."""
+        return self._run(self._session.diff(stat=stat))
+
+    def checkpoint(self, label: str | None = None) -> str:
+        """Checkpoints the layer; returns the label (see :meth:`AsyncSession.checkpoint`)."""
+        return self._run(self._session.checkpoint(label))
+
+    def checkpoints(self) -> list[str]:
+        """The layer's checkpoints, oldest first (see :meth:`AsyncSession.checkpoints`)."""
+        return self._run(self._session.checkpoints())
+
+    def rollback(self, label: str) -> None:
+        """Rolls the layer back to a checkpoint (see :meth:`AsyncSession.rollback`)."""
+        self._run(self._session.rollback(label))
+
+    def fork(self, name: str) -> str:
+        """Forks the layer as ``name`` (see :meth:`AsyncSession.fork`)."""
+        return self._run(self._session.fork(name))
+
     def cancel(self) -> bool:
         """Cancels the call running (from another thread); see :meth:`AsyncSession.cancel`."""
         return self._run(self._session.cancel())
