@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cordon::layer::{self, Kind, stack};
+use cordon::layer::{self, ChangeKind, stack};
 use cordon::shell::protect::Guard;
 
 use crate::args::LayerCommand;
@@ -37,9 +37,9 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf]) -> anyhow::Result<ExitC
             let accepted = layer::accept(&dir, &workspace, &paths, unprotect)?;
             for change in &accepted {
                 let what = match change.kind {
-                    Kind::Added => "added",
-                    Kind::Modified => "modified",
-                    Kind::Deleted => "deleted",
+                    ChangeKind::Added => "added",
+                    ChangeKind::Modified => "modified",
+                    ChangeKind::Deleted => "deleted",
                 };
                 println!("{what:<8} {}", change.path.display());
             }

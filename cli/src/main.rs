@@ -53,7 +53,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     if let Command::Doctor { json } = cli.command {
         let resolved = options.resolve()?;
-        let layers = cordon::layer::probe(&resolved).map_err(|e| e.to_string());
+        let layers =
+            cordon::layer::probe(&resolved.workspace, &resolved.shell).map_err(|e| e.to_string());
         return doctor::run(resolved.shell, resolved.toolchains, layers, json).await;
     }
     // `cordon mcp --http`'s options are checked before the runtime starts: a refusal is quick.

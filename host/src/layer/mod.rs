@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 pub mod patch;
 pub mod stack;
 
-use crate::resolve::Resolved;
+use crate::shell::Policy;
 use crate::shell::layer::{Keeper, UPPER};
 use crate::shell::protect::Guard;
 
@@ -143,21 +143,19 @@ pub fn workspace_of(dir: &Path) -> Result<PathBuf, LayerError> {
     Ok(PathBuf::from(OsString::from_vec(text)))
 }
 
-/// Mounts the layer at `resolved.layer` over the workspace and points bash at it; none when no
-/// layer is asked for. The keeper lives as long as what is returned.
-pub fn start(resolved: &mut Resolved) -> Result<Option<Live>, LayerError> {
-    let Some(dir) = resolved.layer.clone() else {
-        return Ok(None);
-    };
-    if resolved.shell.unconfined {
+/// Mounts the layer at `dir` over `workspace` and points the bash of `shell` at it. The
+/// keeper lives as long as what is returned.
+pub fn start(dir: &Path, workspace: &Path, shell: &mut Policy) -> Result<Live, LayerError> {
+    if shell.unconfined {
         return Err(LayerError::Unconfined);
     }
+    let dir = dir.to_path_buf();
     match workspace_of(&dir) {
-        Ok(theirs) if theirs != resolved.workspace => {
+        Ok(theirs) if theirs != workspace => {
             return Err(LayerError::OtherWorkspace {
                 layer: dir,
                 theirs,
-                ours: resolved.workspace.clone(),
+                ours: workspace.to_path_buf(),
             });
         }
         Ok(_) => {}
@@ -168,16 +166,16 @@ pub fn start(resolved: &mut Resolved) -> Result<Option<Live>, LayerError> {
             if fs::read_dir(&dir).is_ok_and(|entries| entries.flatten().any(foreign)) {
                 return Err(LayerError::NotALayer(dir));
             }
-            make(&dir, &resolved.workspace)?;
+            make(&dir, workspace)?;
         }
     }
-    let keeper = mount(&resolved.shell.helper, &resolved.workspace, &dir)?;
-    resolved.shell.layer = Some(keeper.socket());
-    Ok(Some(Live {
+    let keeper = mount(&shell.helper, workspace, &dir)?;
+    shell.layer = Some(keeper.socket());
+    Ok(Live {
         keeper,
         dir,
-        workspace: resolved.workspace.clone(),
-    }))
+        workspace: workspace.to_path_buf(),
+    })
 }
 
 /// The layer a cordon runs in, with the operations its session offers: they act between
@@ -272,7 +270,7 @@ pub fn redirect(specs: &mut [crate::spec::Spec], workspace: &Path, merged: &Path
 
 /// What became of one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum ChangeKind {
     Added,
     Modified,
     Deleted,
@@ -282,7 +280,7 @@ pub enum Kind {
 #[derive(Clone, Debug)]
 pub struct Change {
     pub path: PathBuf,
-    pub kind: Kind,
+    pub kind: ChangeKind,
     /// The layer's version of the file: in its upper directory or in a frozen level (none
     /// for a deletion).
     pub source: Option<PathBuf>,
@@ -367,9 +365,9 @@ fn walk(
                         found.remove(&path);
                         continue;
                     }
-                    Kind::Modified
+                    ChangeKind::Modified
                 }
-                _ => Kind::Added,
+                _ => ChangeKind::Added,
             };
             let source = Some(source);
             found.insert(path.clone(), Change { path, kind, source });
@@ -381,7 +379,7 @@ fn walk(
 fn gone(path: &Path) -> Change {
     Change {
         path: path.to_path_buf(),
-        kind: Kind::Deleted,
+        kind: ChangeKind::Deleted,
         source: None,
     }
 }
@@ -481,8 +479,8 @@ pub fn accept(
     for change in &chosen {
         let target = workspace.join(&change.path);
         match change.kind {
-            Kind::Deleted => remove(&target).map_err(io_at("delete", &target))?,
-            Kind::Added | Kind::Modified => {
+            ChangeKind::Deleted => remove(&target).map_err(io_at("delete", &target))?,
+            ChangeKind::Added | ChangeKind::Modified => {
                 place(&upper.join(&change.path), &target).map_err(io_at("write", &target))?
             }
         }
@@ -604,11 +602,10 @@ fn opened_up(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Whether a layer can be mounted over the workspace of `resolved` here, as
-/// `cordon doctor` shows it: one is mounted in a scratch directory beside the layers, then
-/// removed.
-pub fn probe(resolved: &Resolved) -> Result<(), LayerError> {
-    if resolved.shell.unconfined {
+/// Whether a layer can be mounted over `workspace` for the bash of `shell` here, as `cordon
+/// doctor` shows it: one is mounted in a scratch directory beside the layers, then removed.
+pub fn probe(workspace: &Path, shell: &Policy) -> Result<(), LayerError> {
+    if shell.unconfined {
         return Err(LayerError::Unconfined);
     }
     let data = crate::config::data_dir().ok_or(LayerError::NoDataDir)?;
@@ -619,7 +616,7 @@ pub fn probe(resolved: &Resolved) -> Result<(), LayerError> {
         .tempdir_in(&layers)
         .map_err(io_at("create a directory in", &layers))?;
     let dir = scratch.path().join("layer");
-    make(&dir, &resolved.workspace)?;
-    drop(mount(&resolved.shell.helper, &resolved.workspace, &dir)?);
+    make(&dir, workspace)?;
+    drop(mount(&shell.helper, workspace, &dir)?);
     discard(&dir)
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use similar::TextDiff;
 
-use super::{Change, Kind};
+use super::{Change, ChangeKind};
 
 /// What one side of a change holds.
 struct Side {
@@ -42,7 +42,7 @@ impl Side {
 /// The sides of `change`: the workspace's and the layer's.
 fn sides(workspace: &Path, change: &Change) -> io::Result<(Option<Side>, Option<Side>)> {
     let old = match change.kind {
-        Kind::Added => None,
+        ChangeKind::Added => None,
         _ => Some(Side::read(&workspace.join(&change.path))?),
     };
     let new = change.source.as_deref().map(Side::read).transpose()?;

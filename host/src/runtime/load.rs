@@ -43,7 +43,14 @@ impl Runtime {
     }
 
     async fn start(mut resolved: Resolved, tool: Option<&str>) -> Result<Self, Error> {
-        let layer = crate::layer::start(&mut resolved)?;
+        let layer = match resolved.layer.clone() {
+            Some(dir) => Some(crate::layer::start(
+                &dir,
+                &resolved.workspace,
+                &mut resolved.shell,
+            )?),
+            None => None,
+        };
         let mut specs = builtin::specs(&resolved);
         for dir in &resolved.plugin_dirs {
             specs.extend(manifest::specs_in(dir, &resolved)?);
