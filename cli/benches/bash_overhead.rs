@@ -8,8 +8,8 @@
 //! - `Shell::run`: the confined shell alone, as a runtime keeps it (its helper and zygote set
 //!   up once; per command: namespaces, the fresh mounts, the memory cgroup, Landlock,
 //!   seccomp);
-//! - `shell::run`: the same for one command, helper and zygote set up for it;
-//! - `shell::run --unconfined-bash`: one command without the kernel confinement;
+//! - `sandbox::run`: the same for one command, helper and zygote set up for it;
+//! - `sandbox::run --unconfined-bash`: one command without the kernel confinement;
 //! - `bash tool`: the whole tool path of a running host (`Runtime::call`: schema validation,
 //!   a fresh instance of the bash plugin, the capability, output bounding);
 //! - `cordon call bash`: the one-shot command line, a whole `cordon` process per call;
@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cordon::{Options, Runtime, shell};
+use cordon::{Options, Runtime, sandbox};
 
 #[path = "common/driven.rs"]
 mod driven;
@@ -49,11 +49,11 @@ fn main() {
         .unwrap_or(200);
     let workspace = tempfile::tempdir().expect("a temporary workspace");
     let helper = PathBuf::from(env!("CARGO_BIN_EXE_cordon"));
-    let mut confined = shell::Policy::new(workspace.path().canonicalize().unwrap());
+    let mut confined = sandbox::Policy::new(workspace.path().canonicalize().unwrap());
     confined.helper = helper.clone();
     let mut unconfined = confined.clone();
     unconfined.unconfined = true;
-    let kept = shell::Shell::new(confined.clone());
+    let kept = sandbox::Shell::new(confined.clone());
 
     let mut options = Options::new(workspace.path());
     options.helper = Some(helper.clone());
@@ -76,13 +76,13 @@ fn main() {
             .expect("bash runs");
         assert!(status.status.success());
     };
-    let capability = |policy: &shell::Policy| {
-        let done = shell::run(policy, "true");
-        assert_eq!(done.status, shell::Status::Exited(0), "{done:?}");
+    let capability = |policy: &sandbox::Policy| {
+        let done = sandbox::run(policy, "true");
+        assert_eq!(done.status, sandbox::Status::Exited(0), "{done:?}");
     };
     let shell_run = || {
-        let done = kept.run("true", &shell::Hooks::default());
-        assert_eq!(done.status, shell::Status::Exited(0), "{done:?}");
+        let done = kept.run("true", &sandbox::Hooks::default());
+        assert_eq!(done.status, sandbox::Status::Exited(0), "{done:?}");
     };
     let tool = || {
         let outcome = async_runtime.block_on(runtime.call("bash", r#"{"command":"true"}"#, false));
@@ -121,8 +121,8 @@ fn main() {
     let mut rows: Vec<(&str, &dyn Fn())> = vec![
         ("bash -c true", &direct),
         ("Shell::run", &shell_run),
-        ("shell::run (one command)", &run_confined),
-        ("shell::run --unconfined-bash", &run_unconfined),
+        ("sandbox::run (one command)", &run_confined),
+        ("sandbox::run --unconfined-bash", &run_unconfined),
         ("bash tool (Runtime::call)", &tool),
         ("cordon call bash (one-shot)", &one_shot),
     ];

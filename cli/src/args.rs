@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use clap::{Args, Parser, Subcommand};
 use cordon::Options;
 use cordon::session::Mode;
-use cordon::shell::Setting;
+use cordon::sandbox::Setting;
 
 /// `cordon --version`: cordon's, and the versions of the plugin contract it serves.
 static VERSION: LazyLock<String> = LazyLock::new(|| {

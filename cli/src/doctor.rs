@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use cordon::shell::{self, Policy, Status};
+use cordon::sandbox::{self, Policy, Status};
 use cordon::toolchains::Toolchain;
 
 /// Runs the probe and prints its receipt: exit 0 when the command ran, 1 when it was refused.
@@ -17,7 +17,7 @@ pub async fn run(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let home = policy.home.clone();
-    let done = tokio::task::spawn_blocking(move || shell::run(&policy, "true")).await?;
+    let done = tokio::task::spawn_blocking(move || sandbox::run(&policy, "true")).await?;
     let refusal = match &done.status {
         Status::Exited(0) => None,
         other => Some(

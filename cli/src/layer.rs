@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cordon::layer::{self, ChangeKind, stack};
-use cordon::shell::protect::Guard;
+use cordon::sandbox::protect::Guard;
 
 use crate::args::LayerCommand;
 

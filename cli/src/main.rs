@@ -25,10 +25,10 @@ const USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     // Texts name settings by their flags, in the sandbox helper too (this binary again).
-    cordon::shell::setting::install(args::flag);
+    cordon::sandbox::setting::install(args::flag);
     // The shell capability re-executes this binary as its sandbox helper; that path must run
     // before anything else starts threads.
-    cordon::shell::run_helper_if_asked();
+    cordon::sandbox::run_helper_if_asked();
     let cli = Cli::parse();
     init_logging(&cli);
     let runtime = tokio::runtime::Builder::new_current_thread()

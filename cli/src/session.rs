@@ -24,7 +24,7 @@ use cordon::output::quote;
 use cordon::runtime::MAX_INPUT_BYTES;
 use cordon::session::display::live;
 use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
-use cordon::shell::Progress;
+use cordon::sandbox::Progress;
 
 /// How often a call that asked for it sends the lines its commands printed since.
 const STREAM_EVERY: Duration = Duration::from_millis(250);
@@ -408,8 +408,8 @@ fn parse(request: Value) -> Result<Request, String> {
 
 /// The `exit` field of a response: how the command ended, as its trailer tells the model
 /// (none for a command that could not run, whose call failed).
-fn exit(status: &cordon::shell::Status) -> Option<Value> {
-    use cordon::shell::Status;
+fn exit(status: &cordon::sandbox::Status) -> Option<Value> {
+    use cordon::sandbox::Status;
     Some(match status {
         Status::Exited(code) => json!({ "code": code }),
         Status::Signaled(signal) => json!({ "signal": signal }),
@@ -421,8 +421,8 @@ fn exit(status: &cordon::shell::Status) -> Option<Value> {
 
 /// The `sandbox` field of a response: the names of the layers in force, and what holds of the
 /// others.
-fn receipt(layers: &[cordon::shell::Layer]) -> Value {
-    use cordon::shell::Enforcement;
+fn receipt(layers: &[cordon::sandbox::Layer]) -> Value {
+    use cordon::sandbox::Enforcement;
     let names = |wanted: Enforcement| -> Vec<&str> {
         layers
             .iter()

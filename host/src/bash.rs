@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config;
 use crate::settings::{Home, Layers, Variable};
-use crate::shell::{Policy, RESERVED, Setting};
+use crate::sandbox::{Policy, RESERVED, Setting};
 use crate::toolchains::{self, Toolchain};
 
 /// Why the bash settings cannot be used.

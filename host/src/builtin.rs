@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::grants::Grants;
 use crate::resolve::Resolved;
-use crate::shell::Shell;
+use crate::sandbox::Shell;
 use crate::spec::{Limits, Source, Spec};
 
 include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
@@ -14,7 +14,7 @@ include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
 ///
 /// Each gets the least it needs: `read_file` reads the workspace; `write_file` and `edit_file`
 /// read and write it; `bash` has no directory of its own, only the shell capability, whose
-/// commands run under the kernel confinement of [`crate::shell`]; `read_skill` reads the skills
+/// commands run under the kernel confinement of [`crate::sandbox`]; `read_skill` reads the skills
 /// directory and nothing else.
 pub fn grants(name: &str, resolved: &Resolved) -> Option<Grants> {
     let ws = &resolved.workspace;

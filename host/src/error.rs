@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use crate::shell::Setting;
+use crate::sandbox::Setting;
 
 /// Why the runtime or a plugin could not be set up.
 #[derive(Debug, thiserror::Error)]

@@ -12,8 +12,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 use crate::bindings::interface;
-use crate::shell::Allowlist;
-use crate::shell::protect::Guard;
+use crate::sandbox::Allowlist;
+use crate::sandbox::protect::Guard;
 
 /// One directory a plugin may use.
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ pub struct Grants {
     pub cwd: PathBuf,
     /// The shell capability: the shell its commands run in, confined by its policy; none: not
     /// granted.
-    pub shell: Option<Arc<crate::shell::Shell>>,
+    pub shell: Option<Arc<crate::sandbox::Shell>>,
     /// The hosts it may send HTTP requests to, and the headers the host adds; none: no HTTP.
     pub http: Option<Arc<HttpGrant>>,
     /// Environment variables the plugin sees (none by default).
@@ -51,7 +51,7 @@ pub struct Grants {
     /// cordon's own files and directories (resolved, see [`crate::own`]): never written by the
     /// `files` capability, even inside a read-write directory.
     pub own: Arc<[PathBuf]>,
-    /// The workspace's protected paths ([`crate::shell::protect`]), refused by the `files`
+    /// The workspace's protected paths ([`crate::sandbox::protect`]), refused by the `files`
     /// capability as the shell's view makes them read-only; none: nothing protected.
     pub guard: Option<Arc<Guard>>,
 }
@@ -91,7 +91,7 @@ impl Grants {
     }
 
     /// Grants the shell capability: commands run in `shell`.
-    pub fn shell(mut self, shell: Arc<crate::shell::Shell>) -> Self {
+    pub fn shell(mut self, shell: Arc<crate::sandbox::Shell>) -> Self {
         self.shell = Some(shell);
         self
     }

@@ -20,7 +20,7 @@ use crate::Error;
 use crate::config::{self, Consent};
 use crate::grants::{Grants, HttpGrant, SecretHeader};
 use crate::resolve::Resolved;
-use crate::shell::{Allowlist, Pattern};
+use crate::sandbox::{Allowlist, Pattern};
 use crate::spec::{Limits, Source, Spec};
 
 /// The deadline of a plugin call when neither manifest nor config says otherwise.
@@ -147,7 +147,7 @@ pub enum NotLoaded {
     #[error("it asks for the shell capability; to allow it, {fix}")]
     Shell { fix: Setting },
     #[error("its [grants] http entry {0}")]
-    HttpPattern(crate::shell::egress::PatternError),
+    HttpPattern(crate::sandbox::egress::PatternError),
     #[error("it asks to send HTTP requests to {host}; to allow it, {fix}")]
     Http { host: String, fix: Setting },
     #[error("its [grants.http_headers.{host:?}] names {name:?}, which is not a header name")]
@@ -242,7 +242,7 @@ impl Manifest {
         name: &str,
         workspace: &Path,
         consent: &Consent,
-        shell: &crate::shell::Policy,
+        shell: &crate::sandbox::Policy,
         hosts: &[(String, IpAddr)],
         config_path: &str,
     ) -> Result<Admission, NotLoaded> {
@@ -310,7 +310,7 @@ impl Manifest {
                     fix: setting("allow_shell", "true".into()),
                 });
             }
-            grants = grants.shell(Arc::new(crate::shell::Shell::new(shell.clone())));
+            grants = grants.shell(Arc::new(crate::sandbox::Shell::new(shell.clone())));
         }
         grants.http = self.http(consent, hosts, &setting)?.map(Arc::new);
         if let Some(name) =
@@ -562,7 +562,7 @@ pub fn spec(path: &Path, resolved: &Resolved) -> Result<Spec, Error> {
             || {
                 format!(
                     "cordon's config file ({})",
-                    crate::shell::Setting::ConfigFile(None)
+                    crate::sandbox::Setting::ConfigFile(None)
                 )
             },
             |p| p.display().to_string(),

@@ -3,7 +3,7 @@
 //! (the whole network) wins over an allowlist; neither: nothing.
 
 use crate::settings::Layers;
-use crate::shell::{Allowlist, Network, Setting};
+use crate::sandbox::{Allowlist, Network, Setting};
 
 /// Why the network settings cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -29,8 +29,8 @@ pub struct Options {
     /// of the cost of editing a large file, so a front door that never shows them turns this
     /// off.
     pub diffs: bool,
-    /// The binary re-executed as the sandbox helper ([`crate::shell::Policy::helper`]); none:
-    /// this very program, which must then call [`crate::shell::run_helper_if_asked`] first.
+    /// The binary re-executed as the sandbox helper ([`crate::sandbox::Policy::helper`]); none:
+    /// this very program, which must then call [`crate::sandbox::run_helper_if_asked`] first.
     pub helper: Option<PathBuf>,
 }
 

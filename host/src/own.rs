@@ -17,7 +17,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::config::config_dir;
 use crate::manifest;
 use crate::resolve::Resolved;
-use crate::shell::Setting;
+use crate::sandbox::Setting;
 use crate::spec::{Source, Spec};
 
 /// Which of cordon's files a path is.
@@ -294,7 +294,7 @@ fn grants(resolved: &Resolved, specs: &[Spec]) -> (Vec<Grant>, Vec<Grant>) {
         path: resolve(path),
     };
     let mut writable = vec![grant(Holder::Workspace, &resolved.workspace)];
-    let mut readable: Vec<Grant> = crate::shell::READ_ROOTS
+    let mut readable: Vec<Grant> = crate::sandbox::READ_ROOTS
         .iter()
         .map(|root| grant(Holder::System, Path::new(root)))
         .collect();

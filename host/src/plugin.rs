@@ -20,7 +20,7 @@ use crate::contract::{self, Instance, Mismatch, Pre, Version};
 use crate::engine::{Engine, TICK};
 use crate::grants::{Grants, Roots};
 use crate::schema::InputSchema;
-use crate::shell::Stop;
+use crate::sandbox::Stop;
 use crate::spec::{Limits, Source};
 use crate::state::State;
 use crate::watch::Watch;
@@ -327,11 +327,11 @@ pub enum StartCause {
 pub struct Reply {
     pub outcome: Outcome,
     /// The layers of confinement of the last shell command the call ran (empty when none).
-    pub sandbox: Vec<crate::shell::Layer>,
+    pub sandbox: Vec<crate::sandbox::Layer>,
     /// How the last shell command the call ran ended (none when it ran none).
-    pub exit: Option<crate::shell::Status>,
+    pub exit: Option<crate::sandbox::Status>,
     /// The connections the proxy refused to the shell commands of the call.
-    pub blocked: Vec<crate::shell::Blocked>,
+    pub blocked: Vec<crate::sandbox::Blocked>,
     /// The refusals of the plugin's own writes to protected paths, one per path.
     pub protected: Vec<String>,
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use crate::config::{self, Config, Consent};
 use crate::options::{DEFAULT_MAX_OUTPUT, Options};
 use crate::settings::{Layers, Mib, Processes, Secs};
-use crate::shell::{self, Policy};
+use crate::sandbox::{self, Policy};
 use crate::toolchains::Toolchain;
 use crate::{Error, bash, layer, network};
 
@@ -80,18 +80,18 @@ impl Options {
         shell.helper = self.helper.unwrap_or(shell.helper);
         shell.timeout = s
             .last(|s| &s.bash.timeout)
-            .map_or(shell::DEFAULT_TIMEOUT, Secs::duration);
+            .map_or(sandbox::DEFAULT_TIMEOUT, Secs::duration);
         shell.max_timeout =
-            (s.last(|s| &s.bash.max_timeout)).map_or(shell::DEFAULT_MAX_TIMEOUT, Secs::duration);
+            (s.last(|s| &s.bash.max_timeout)).map_or(sandbox::DEFAULT_MAX_TIMEOUT, Secs::duration);
         shell.unconfined = s.last(|s| &s.bash.unconfined) == Some(&true);
         shell.memory_limit = Some(
             s.last(|s| &s.bash.memory)
-                .map_or(shell::DEFAULT_MEMORY_LIMIT, Mib::bytes),
+                .map_or(sandbox::DEFAULT_MEMORY_LIMIT, Mib::bytes),
         );
         shell.output_cap =
-            (s.last(|s| &s.bash.output_cap)).map_or(shell::DEFAULT_OUTPUT_CAP, Mib::size);
+            (s.last(|s| &s.bash.output_cap)).map_or(sandbox::DEFAULT_OUTPUT_CAP, Mib::size);
         shell.max_processes = (s.last(|s| &s.bash.max_processes))
-            .map_or(shell::DEFAULT_MAX_PROCESSES, Processes::get);
+            .map_or(sandbox::DEFAULT_MAX_PROCESSES, Processes::get);
         shell.allow_missing = s.all(|s| &s.bash.allow_missing).copied().collect();
         shell.unprotect = s.all(|s| &s.bash.unprotect).cloned().collect();
         shell.network = network::resolve(&s, shell.unconfined)?;
@@ -158,7 +158,7 @@ mod tests {
         assert_eq!(resolved.workspace, workspace.canonicalize().unwrap());
         assert_eq!(resolved.shell.timeout, std::time::Duration::from_secs(5));
         assert_eq!(resolved.shell.output_cap, 2 << 20);
-        assert_eq!(resolved.shell.max_processes, shell::DEFAULT_MAX_PROCESSES);
+        assert_eq!(resolved.shell.max_processes, sandbox::DEFAULT_MAX_PROCESSES);
         assert_eq!(resolved.shell.home, None);
         let both = ["seccomp".parse().unwrap(), "landlock".parse().unwrap()];
         assert_eq!(resolved.shell.allow_missing, both);

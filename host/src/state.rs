@@ -34,17 +34,17 @@ pub(crate) struct State {
     /// user has answered, so it must not be able to change anything.
     pub(crate) dry_run: bool,
     /// The layers of confinement of the last shell command the plugin ran.
-    pub(crate) sandbox: Vec<crate::shell::Layer>,
+    pub(crate) sandbox: Vec<crate::sandbox::Layer>,
     /// How the last shell command the plugin ran ended.
-    pub(crate) exit: Option<crate::shell::Status>,
+    pub(crate) exit: Option<crate::sandbox::Status>,
     /// The connections the proxy refused to the plugin's shell commands.
-    pub(crate) blocked: Vec<crate::shell::Blocked>,
+    pub(crate) blocked: Vec<crate::sandbox::Blocked>,
     /// The refusals of the plugin's own writes to protected paths ([`crate::caps::fs`]).
     pub(crate) protected: Vec<String>,
     /// What the front door follows the call's shell commands with.
     pub(crate) watch: crate::watch::Watch,
     /// Given when the call is given up: its shell commands' trees are killed.
-    pub(crate) stop: Option<crate::shell::Stop>,
+    pub(crate) stop: Option<crate::sandbox::Stop>,
     /// The characters of output the model will see of the call (its context's `max-output`):
     /// a shell command's output is cut to its two ends within it.
     pub(crate) max_output: usize,

@@ -4,7 +4,7 @@
 #[derive(Clone, Debug, Default)]
 pub struct Watch {
     /// Asked whether the call's shell commands may reach a host off their allowlist.
-    pub asker: Option<crate::shell::Asker>,
+    pub asker: Option<crate::sandbox::Asker>,
     /// Counts the output of the call's shell commands as they print it.
-    pub progress: Option<crate::shell::Progress>,
+    pub progress: Option<crate::sandbox::Progress>,
 }

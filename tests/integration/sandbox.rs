@@ -131,7 +131,7 @@ fn sigkill_of_the_sandbox_helper_leaves_no_process() {
 /// end on its own, and it was not refused either.
 #[test]
 fn a_stopped_command_is_cancelled() {
-    use cordon::shell::{Hooks, Policy, Shell, Status, Stop};
+    use cordon::sandbox::{Hooks, Policy, Shell, Status, Stop};
     let c = Cordon::new();
     let mark = marker("stopped");
     let mut policy = Policy::new(c.root());
@@ -215,7 +215,7 @@ fn doctor_prints_the_receipt_of_every_layer() {
     assert_eq!(receipt["ran"], true, "{receipt}");
     let layers = receipt["layers"].as_array().unwrap();
     let names: Vec<&str> = layers.iter().map(|l| l["name"].as_str().unwrap()).collect();
-    assert_eq!(names, cordon::shell::LAYERS);
+    assert_eq!(names, cordon::sandbox::LAYERS);
     for layer in layers {
         // Memory is partial only without a memory cgroup: per process, and said so.
         let expected = match layer["name"].as_str() {
@@ -226,7 +226,7 @@ fn doctor_prints_the_receipt_of_every_layer() {
     }
     let text = c.run(&["doctor"]);
     assert_eq!(text.code, 0, "{text:?}");
-    for name in cordon::shell::LAYERS {
+    for name in cordon::sandbox::LAYERS {
         assert!(
             text.stdout.contains(&format!("\n  {name} ")),
             "{name}: {text:?}"

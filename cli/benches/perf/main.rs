@@ -54,7 +54,7 @@ use report::Report;
 
 fn main() {
     // The in-process runtimes start bash's sandbox helper as this very program, as `cordon` does.
-    cordon::shell::run_helper_if_asked();
+    cordon::sandbox::run_helper_if_asked();
     let wanted: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use cordon::{Options, Runtime};
 
 fn main() -> ExitCode {
-    cordon::shell::run_helper_if_asked();
+    cordon::sandbox::run_helper_if_asked();
 
     let mut args = std::env::args().skip(1);
     let (Some(workspace), Some(command), None) = (args.next(), args.next(), args.next()) else {

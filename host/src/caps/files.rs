@@ -241,7 +241,7 @@ fn classify(shown: &str, error: io::Error) -> ReplaceError {
 mod tests {
     use super::*;
     use crate::grants::Grants;
-    use crate::shell::protect::Guard;
+    use crate::sandbox::protect::Guard;
     use cap_std::ambient_authority;
     use std::os::unix::fs::PermissionsExt;
     use std::sync::Arc;

@@ -27,7 +27,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
     DescriptorFlags, ErrorCode, Host, HostDescriptor, NewTimestamp, OpenFlags, PathFlags,
 };
 
-use crate::shell::protect::{Guard, Protected, Rule};
+use crate::sandbox::protect::{Guard, Protected, Rule};
 use crate::state::State;
 
 /// The interface wasmtime-wasi links (its WIT package's version); a plugin's import of any

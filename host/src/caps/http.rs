@@ -24,7 +24,7 @@ use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::grants::HttpGrant;
-use crate::shell::egress::NoConnection;
+use crate::sandbox::egress::NoConnection;
 use crate::state::{HttpHooks, State};
 
 /// The largest response body a plugin receives; beyond it the body ends in an error.

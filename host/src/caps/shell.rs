@@ -1,10 +1,10 @@
-//! The `shell` capability: the WIT face of [`crate::shell`], which runs the command confined.
+//! The `shell` capability: the WIT face of [`crate::sandbox`], which runs the command confined.
 
 use std::time::Duration;
 
 use crate::bindings::cordon::tool::shell::{Completion, Host, Status, TimeoutBounds};
 use crate::output;
-use crate::shell;
+use crate::sandbox;
 use crate::state::State;
 
 impl Host for State {
@@ -37,7 +37,7 @@ impl State {
         let Some(shell) = self.grants.shell.clone() else {
             return refused("the shell capability is not granted to this plugin".into());
         };
-        let hooks = shell::Hooks {
+        let hooks = sandbox::Hooks {
             ask: self.watch.asker.clone(),
             stop: self.stop.clone(),
             progress: self.watch.progress.clone(),
@@ -60,14 +60,14 @@ impl State {
             output,
             omitted_bytes,
             status: match done.status {
-                shell::Status::Exited(code) => Status::Exited(code),
-                shell::Status::Signaled(name) => Status::Signaled(name),
-                shell::Status::TimedOut(secs) => Status::TimedOut(secs),
-                shell::Status::OutOfMemory(mib) => Status::OutOfMemory(mib),
+                sandbox::Status::Exited(code) => Status::Exited(code),
+                sandbox::Status::Signaled(name) => Status::Signaled(name),
+                sandbox::Status::TimedOut(secs) => Status::TimedOut(secs),
+                sandbox::Status::OutOfMemory(mib) => Status::OutOfMemory(mib),
                 // The capability has one variant for a command with no end of its own.
-                unended @ (shell::Status::Refused(_)
-                | shell::Status::Cancelled
-                | shell::Status::HelperLost(_)) => {
+                unended @ (sandbox::Status::Refused(_)
+                | sandbox::Status::Cancelled
+                | sandbox::Status::HelperLost(_)) => {
                     Status::Refused(unended.refusal().unwrap_or_default())
                 }
             },

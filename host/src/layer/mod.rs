@@ -1,6 +1,6 @@
 //! Workspaces in layers: bash and the file tools see the workspace through one copy-on-write
 //! layer kept under cordon's data directory (an overlayfs mount held by a keeper process, see
-//! [`crate::shell::layer`]), and the user's tree changes only when the layer is accepted.
+//! [`crate::sandbox::layer`]), and the user's tree changes only when the layer is accepted.
 //!
 //! What a layer holds is its upper directory: a changed or new file is there whole, a deleted
 //! one is a whiteout (a character device 0/0), a directory that replaced one is marked opaque.
@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 pub mod patch;
 pub mod stack;
 
-use crate::shell::Policy;
-use crate::shell::layer::{Keeper, UPPER};
-use crate::shell::protect::Guard;
+use crate::sandbox::Policy;
+use crate::sandbox::layer::{Keeper, UPPER};
+use crate::sandbox::protect::Guard;
 
 /// The file in a layer's directory that names the workspace it lies over.
 const WORKSPACE: &str = "workspace";
@@ -427,7 +427,7 @@ fn same(a: &Path, b: &Path) -> io::Result<bool> {
 pub fn lock(dir: &Path) -> Result<File, LayerError> {
     // Its lock file is made by its first keeper: a fork never used has none yet.
     workspace_of(dir)?;
-    match crate::shell::layer::lock(dir, true) {
+    match crate::sandbox::layer::lock(dir, true) {
         Ok(Some(file)) => Ok(file),
         Ok(None) => Err(LayerError::Busy(dir.into())),
         Err(e) => Err(io_at("lock the layer", dir)(e)),

@@ -2,7 +2,7 @@
 //! rollback and forks cost a rename or a few links, never a copy.
 //!
 //! A checkpoint renames the upper directory to a level (`levels/<id>` of the layer, listed in
-//! its `stack` file, see [`crate::shell::layer::STACK`]) and starts an empty one; a rollback
+//! its `stack` file, see [`crate::sandbox::layer::STACK`]) and starts an empty one; a rollback
 //! drops the levels above the checkpoint's and empties the upper directory; a fork is a new
 //! layer whose stack lists the same levels. overlayfs stacks them between the workspace and
 //! the upper directory, and [`super::changes`] merges them as it does.
@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::{LayerError, UPPER, WORKSPACE, io_at, is_opaque, lock, opened_up};
-use crate::shell::layer::STACK;
+use crate::sandbox::layer::STACK;
 
 /// The file of a layer's checkpoints: `LABEL<tab>DEPTH` a line, DEPTH the levels below it.
 const CHECKPOINTS: &str = "checkpoints";

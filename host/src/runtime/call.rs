@@ -27,13 +27,13 @@ pub struct CallOutcome {
     /// The change it made, or would make in a dry run (when [`crate::Options::diffs`] is on).
     pub diff: Option<Diff>,
     /// The layers of confinement of the shell command it ran, if it ran one.
-    pub sandbox: Vec<crate::shell::Layer>,
+    pub sandbox: Vec<crate::sandbox::Layer>,
     /// How that command ended: the exit status its text's trailer tells the model, for a
     /// program, which cannot tell the trailer from a command's own output ending alike.
-    pub exit: Option<crate::shell::Status>,
+    pub exit: Option<crate::sandbox::Status>,
     /// The connections cordon's proxy refused to that command (`host:port` and the line its
     /// output ends with).
-    pub blocked: Vec<crate::shell::Blocked>,
+    pub blocked: Vec<crate::sandbox::Blocked>,
 }
 
 impl CallOutcome {

@@ -14,7 +14,7 @@ use crate::options::Options;
 use crate::own::{self, Own};
 use crate::plugin::Plugin;
 use crate::resolve::Resolved;
-use crate::shell::protect::Guard;
+use crate::sandbox::protect::Guard;
 use crate::spec::{Source, Spec};
 use crate::{Error, builtin};
 

@@ -54,7 +54,7 @@ impl Runtime {
 
     /// What bash commands may reach on the network, as resolved at start (the config's
     /// `[network]` table included).
-    pub fn network(&self) -> &crate::shell::Network {
+    pub fn network(&self) -> &crate::sandbox::Network {
         &self.resolved.shell.network
     }
 

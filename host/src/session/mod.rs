@@ -190,7 +190,7 @@ impl<'r> Pending<'r> {
         &self,
         hosts: Option<Hosts>,
         ask: &mut impl Ask,
-        progress: Option<crate::shell::Progress>,
+        progress: Option<crate::sandbox::Progress>,
     ) -> CallOutcome {
         let call = match self.call() {
             Ok(call) => call,
@@ -200,13 +200,13 @@ impl<'r> Pending<'r> {
             asker: None,
             progress,
         };
-        let asking = matches!(self.runtime.network(), crate::shell::Network::Allow(_));
+        let asking = matches!(self.runtime.network(), crate::sandbox::Network::Allow(_));
         let Some(hosts) = hosts.filter(|_| asking) else {
             return self.runtime.run(call, false, watch).await;
         };
         // The command's thread waits for the answer; this task asks.
         let (questions, mut asked) = tokio::sync::mpsc::unbounded_channel();
-        watch.asker = Some(crate::shell::Asker::new(move |host, port| {
+        watch.asker = Some(crate::sandbox::Asker::new(move |host, port| {
             // The command's thread is inside its worker's async runtime: a std channel may
             // block there.
             let (reply, answer) = std::sync::mpsc::sync_channel(1);
@@ -376,7 +376,7 @@ impl Session {
         &mut self,
         pending: Pending<'r>,
         ask: &mut impl Ask,
-        progress: Option<crate::shell::Progress>,
+        progress: Option<crate::sandbox::Progress>,
     ) -> Finished<'r> {
         let decision = match self.decide(&pending) {
             Decision::Ask => match pending.question().await {
@@ -476,7 +476,7 @@ impl Session {
 /// Whether a command of the call `id` may reach `host:port`, which its allowlist does not
 /// name: the session's "always" answer for it, else the user's.
 async fn allow_host(id: &str, hosts: &Hosts, host: &str, port: u16, ask: &mut impl Ask) -> bool {
-    let target = format!("{}:{port}", crate::shell::egress::bracketed(host));
+    let target = format!("{}:{port}", crate::sandbox::egress::bracketed(host));
     if let Some(&allowed) = hosts.0.lock().unwrap().get(&target) {
         return allowed;
     }
@@ -496,7 +496,7 @@ async fn allow_host(id: &str, hosts: &Hosts, host: &str, port: u16, ask: &mut im
         details: display::escape(&format!(
             "A command of this call wants to reach {target}, which the allowlist ({}) does \
              not name.",
-            crate::shell::Setting::Allowlist
+            crate::sandbox::Setting::Allowlist
         ))
         .into_owned(),
     };

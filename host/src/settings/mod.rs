@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::shell::OptionalLayer;
+use crate::sandbox::OptionalLayer;
 pub use value::{Allow, Home, Mapping, Mib, Processes, Secs, ValueError, Variable};
 
 /// Every knob, as one source gives it: none or empty where it says nothing.
@@ -258,7 +258,7 @@ pub struct Network {
 #[cfg(feature = "cli")]
 fn layers() -> impl clap::builder::TypedValueParser<Value = OptionalLayer> {
     use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(crate::shell::OPTIONAL_LAYERS)
+    clap::builder::PossibleValuesParser::new(crate::sandbox::OPTIONAL_LAYERS)
         .try_map(|name| name.parse::<OptionalLayer>())
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::de::{self, Deserializer, Visitor};
 
-use crate::shell::{Pattern, RESERVED, Setting, egress, sets};
+use crate::sandbox::{Pattern, RESERVED, Setting, egress, sets};
 
 /// Why the text of a setting is not a value of it.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +42,7 @@ pub enum ValueError {
     )]
     Reserved,
     #[error(transparent)]
-    Layer(#[from] crate::shell::NotOptional),
+    Layer(#[from] crate::sandbox::NotOptional),
 }
 
 /// Whole seconds, at least one: a timeout.
