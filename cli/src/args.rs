@@ -6,8 +6,8 @@ use std::sync::LazyLock;
 
 use clap::{Args, Parser, Subcommand};
 use cordon::Options;
-use cordon::session::Mode;
 use cordon::sandbox::Setting;
+use cordon::session::Mode;
 
 /// `cordon --version`: cordon's, and the versions of the plugin contract it serves.
 static VERSION: LazyLock<String> = LazyLock::new(|| {

@@ -22,9 +22,9 @@ use tokio::sync::{mpsc, oneshot};
 use cordon::Runtime;
 use cordon::output::quote;
 use cordon::runtime::MAX_INPUT_BYTES;
+use cordon::sandbox::Progress;
 use cordon::session::display::live;
 use cordon::session::{Answer, Ask, Mode, PermissionRequest, Session};
-use cordon::sandbox::Progress;
 
 /// How often a call that asked for it sends the lines its commands printed since.
 const STREAM_EVERY: Duration = Duration::from_millis(250);

@@ -36,9 +36,9 @@ pub enum Error {
     #[error(transparent)]
     Layer(#[from] crate::layer::LayerError),
     #[error(transparent)]
-    Bash(#[from] crate::bash::SettingsError),
+    Bash(#[from] crate::resolve::bash::SettingsError),
     #[error(transparent)]
-    Network(#[from] crate::network::NetworkError),
+    Network(#[from] crate::resolve::network::NetworkError),
     #[error(
         "cannot read the plugin directory {}: {source}. Pass an existing directory with {}",
         path.display(),

@@ -10,7 +10,6 @@
 //! and output truncation ([`output`]). The built-in tools are embedded in the binary
 //! ([`builtin`]).
 
-pub mod bash;
 pub mod bindings;
 pub mod builtin;
 pub mod caps;
@@ -21,7 +20,6 @@ pub mod error;
 pub mod grants;
 pub mod layer;
 pub mod manifest;
-pub mod network;
 pub mod options;
 pub mod output;
 pub mod own;

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::bash::Bash;
+use super::exec::Bash;
 use super::process::{Waited, dup2, exited, open_null, wait};
 use super::refused::{CannotRun, Part};
 use super::setting::Setting;

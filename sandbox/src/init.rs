@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::bash::Bash;
 use super::confine::{self, Plan, Rules};
+use super::exec::Bash;
 use super::ns::{self, Access};
 use super::process;
 use super::proxy;

@@ -105,11 +105,11 @@
 //! subreaper, kills the process tree it can find; the timeout, the clean environment and the
 //! output bound still apply.
 
-mod bash;
 mod cgroup;
 mod confine;
 mod describe;
 pub mod egress;
+mod exec;
 mod helper;
 mod index;
 mod init;

@@ -59,9 +59,9 @@ use tokio_util::task::TaskTracker;
 
 use cordon::bindings::Kind;
 use cordon::output::quote;
+use cordon::sandbox::Progress;
 use cordon::session::display::live;
 use cordon::session::{Answer, Ask, Decision, Hosts, Mode, Pending, PermissionRequest, Session};
-use cordon::sandbox::Progress;
 use cordon::{CallError, CallOutcome, Runtime};
 
 mod elicit;
@@ -89,7 +89,10 @@ pub async fn serve(
              none: start cordon mcp with --layer NAME too"
         );
     }
-    let mut tools = tools(&runtime, *runtime.network() != cordon::sandbox::Network::Off);
+    let mut tools = tools(
+        &runtime,
+        *runtime.network() != cordon::sandbox::Network::Off,
+    );
     if layer_tools {
         tools.extend(layer::tools());
     }

@@ -2,8 +2,8 @@
 //! and `--allow-domain`/`--add-host`, resolved into the sandbox's [`Network`]. `--bash-network`
 //! (the whole network) wins over an allowlist; neither: nothing.
 
-use crate::settings::Layers;
 use crate::sandbox::{Allowlist, Network, Setting};
+use crate::settings::Layers;
 
 /// Why the network settings cannot be used.
 #[derive(Debug, thiserror::Error)]

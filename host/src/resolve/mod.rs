@@ -6,6 +6,11 @@
 //!
 //! Nothing after this looks at the environment or the config file for a setting again: the
 //! runtime, the built-in tools, the plugins' grants and `cordon doctor` read the result.
+//! The bash tool's settings ([`bash`]) and the network ([`network`]) are resolved in modules
+//! of their own.
+
+pub mod bash;
+pub mod network;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -13,10 +18,10 @@ use std::path::PathBuf;
 
 use crate::config::{self, Config, Consent};
 use crate::options::{DEFAULT_MAX_OUTPUT, Options};
-use crate::settings::{Layers, Mib, Processes, Secs};
 use crate::sandbox::{self, Policy};
+use crate::settings::{Layers, Mib, Processes, Secs};
 use crate::toolchains::Toolchain;
-use crate::{Error, bash, layer, network};
+use crate::{Error, layer};
 
 /// Everything a runtime needs, looked up once.
 #[derive(Clone, Debug)]

@@ -7,8 +7,8 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::config;
-use crate::settings::{Home, Layers, Variable};
 use crate::sandbox::{Policy, RESERVED, Setting};
+use crate::settings::{Home, Layers, Variable};
 use crate::toolchains::{self, Toolchain};
 
 /// Why the bash settings cannot be used.
@@ -278,7 +278,7 @@ mod tests {
             "no home for bash commands: cordon's data directory is unknown (neither \
              XDG_DATA_HOME nor HOME is set); pass [bash] home = \"private\" or a directory"
         );
-        let network = crate::network::NetworkError::Unconfined.to_string();
+        let network = crate::resolve::network::NetworkError::Unconfined.to_string();
         assert!(
             network.starts_with(
                 "an allowlist of hosts ([network] allow) cannot be enforced with [bash] \
