@@ -61,20 +61,96 @@ pub struct Keeper {
     dir: PathBuf,
 }
 
+/// Why a layer's keeper cannot mount the layer, or mount it again.
+#[derive(Debug, thiserror::Error)]
+pub enum KeeperError {
+    #[error(
+        "cannot layer over {}: overlayfs cannot take a path with a comma, a colon or a \
+         backslash ({})",
+        workspace.display(),
+        path.display()
+    )]
+    Path { workspace: PathBuf, path: PathBuf },
+    #[error("cannot start the layer keeper {}: {source}", helper.display())]
+    Start { helper: PathBuf, source: io::Error },
+    /// What the keeper itself said ([`MountError`], as text: it crossed a process).
+    #[error("{0}")]
+    Refused(String),
+    #[error(
+        "the layer keeper ended before mounting the layer ({})",
+        .0.as_ref().map_or("no reason given".into(), io::Error::to_string)
+    )]
+    EndedEarly(Option<io::Error>),
+    #[error("the layer keeper has ended")]
+    Ended,
+    #[error("the layer keeper has ended ({0})")]
+    Gone(io::Error),
+}
+
+/// Why the keeper cannot mount its layer, as it tells its cordon.
+#[derive(Debug, thiserror::Error)]
+enum MountError {
+    #[error("cannot {what} {}: {source}", dir.display())]
+    At {
+        what: &'static str,
+        dir: PathBuf,
+        source: io::Error,
+    },
+    #[error("the layer {} is in use by another cordon (one process at a time may use a layer)", .0.display())]
+    InUse(PathBuf),
+    #[error("cannot read the workspace {}: {source}", workspace.display())]
+    Workspace {
+        workspace: PathBuf,
+        source: io::Error,
+    },
+    #[error("cannot make a mount namespace for the layer: {0}{hint}", hint = ns::NAMESPACE_HINT)]
+    Namespace(io::Error),
+    #[error("cannot map the layer keeper's user: {0}")]
+    MapUser(io::Error),
+    #[error("cannot make the layer's mounts private: {0}")]
+    Private(io::Error),
+    #[error(
+        "cannot show {} to the sandbox's user in the layer (an id-mapped mount of it failed: \
+         {source})",
+        workspace.display()
+    )]
+    IdMap {
+        workspace: PathBuf,
+        source: io::Error,
+    },
+    #[error("cannot read the layer's levels in {}: {source}", dir.display())]
+    Levels { dir: PathBuf, source: io::Error },
+    #[error(
+        "cannot stack the level {}: overlayfs cannot take a path with a comma, a colon or a \
+         backslash",
+        .0.display()
+    )]
+    Level(PathBuf),
+    #[error(
+        "cannot mount the layer: overlayfs refused ({source}); it needs Linux 5.11 or later for \
+         a user namespace, the overlay module, and an upper directory ({}) on a file system \
+         that supports it (not overlayfs itself, NFS or FUSE)",
+        upper.display()
+    )]
+    Overlay { upper: PathBuf, source: io::Error },
+    #[error("cannot unmount the layer: {0}")]
+    Unmount(io::Error),
+    #[error("the layer keeper takes `unmount` or `mount`")]
+    Told,
+}
+
 impl Keeper {
     /// Starts the keeper of the layer at `dir` (absolute; created if missing) over `workspace`
     /// (canonical), running `helper` (a program that calls [`super::run_helper_if_asked`]),
     /// and waits until the layer is mounted. The error says what is missing.
-    pub fn start(helper: &Path, workspace: &Path, dir: &Path) -> Result<Keeper, String> {
+    pub fn start(helper: &Path, workspace: &Path, dir: &Path) -> Result<Keeper, KeeperError> {
         for path in [workspace, dir] {
             let text = path.to_string_lossy();
             if text.contains([',', ':', '\\']) {
-                return Err(format!(
-                    "cannot layer over {}: overlayfs cannot take a path with a comma, a colon \
-                     or a backslash ({})",
-                    workspace.display(),
-                    path.display()
-                ));
+                return Err(KeeperError::Path {
+                    workspace: workspace.to_path_buf(),
+                    path: path.to_path_buf(),
+                });
             }
         }
         let mut child = Command::new(helper)
@@ -87,7 +163,10 @@ impl Keeper {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot start the layer keeper {}: {e}", helper.display()))?;
+            .map_err(|source| KeeperError::Start {
+                helper: helper.to_path_buf(),
+                source,
+            })?;
         let stdin = child.stdin.take().expect("piped");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
         answer(&mut stdout)?;
@@ -100,15 +179,15 @@ impl Keeper {
 
     /// Unmounts the layer, runs `change` (which may change its levels and upper directory)
     /// and mounts the layer again, as `change` left it. Nothing may use the layer meanwhile.
-    pub fn remounting<T>(&self, change: impl FnOnce() -> T) -> Result<T, String> {
+    pub fn remounting<T>(&self, change: impl FnOnce() -> T) -> Result<T, KeeperError> {
         let mut io = self.io.lock().unwrap_or_else(|e| e.into_inner());
         let Some((stdin, stdout)) = io.as_mut() else {
-            return Err("the layer keeper has ended".into());
+            return Err(KeeperError::Ended);
         };
-        let mut tell = |what: &str| -> Result<(), String> {
+        let mut tell = |what: &str| -> Result<(), KeeperError> {
             writeln!(stdin, "{what}")
                 .and_then(|()| stdin.flush())
-                .map_err(|e| format!("the layer keeper has ended ({e})"))?;
+                .map_err(KeeperError::Gone)?;
             answer(stdout)
         };
         tell("unmount")?;
@@ -131,17 +210,13 @@ impl Keeper {
 }
 
 /// Reads the keeper's answer: `ready`, or why not.
-fn answer(stdout: &mut BufReader<ChildStdout>) -> Result<(), String> {
+fn answer(stdout: &mut BufReader<ChildStdout>) -> Result<(), KeeperError> {
     let mut line = String::new();
     let read = stdout.read_line(&mut line);
     match (read, line.trim_end().strip_prefix("error: ")) {
         (Ok(_), None) if line == "ready\n" => Ok(()),
-        (Ok(_), Some(why)) => Err(why.to_string()),
-        (read, _) => Err(format!(
-            "the layer keeper ended before mounting the layer ({})",
-            read.err()
-                .map_or("no reason given".into(), |e| e.to_string())
-        )),
+        (Ok(_), Some(why)) => Err(KeeperError::Refused(why.to_string())),
+        (read, _) => Err(KeeperError::EndedEarly(read.err())),
     }
 }
 
@@ -228,8 +303,12 @@ struct Mounted {
 
 /// Takes the layer's lock, mounts it in a mount namespace of this process's own and listens
 /// on its socket.
-fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, String> {
-    let at = |what: &str, e: io::Error| format!("cannot {what} {}: {e}", dir.display());
+fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, MountError> {
+    let at = |what: &'static str, source: io::Error| MountError::At {
+        what,
+        dir: dir.to_path_buf(),
+        source,
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -238,16 +317,15 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, String> {
     let lock = match lock(dir, true).map_err(|e| at("lock the layer", e))? {
         Some(lock) => lock,
         None => {
-            return Err(format!(
-                "the layer {} is in use by another cordon (one process at a time may use a \
-                 layer)",
-                dir.display()
-            ));
+            return Err(MountError::InUse(dir.to_path_buf()));
         }
     };
     let root = ns::runs_as_sandbox_user();
     let mode = std::fs::metadata(workspace)
-        .map_err(|e| format!("cannot read the workspace {}: {e}", workspace.display()))?
+        .map_err(|source| MountError::Workspace {
+            workspace: workspace.to_path_buf(),
+            source,
+        })?
         .permissions()
         .mode();
     for name in [UPPER, WORK, MERGED, LOWER] {
@@ -270,18 +348,14 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, String> {
     };
     // SAFETY: a plain system call in a single-threaded process; the result is checked.
     if unsafe { libc::unshare(flags) } != 0 {
-        return Err(format!(
-            "cannot make a mount namespace for the layer: {}{}",
-            io::Error::last_os_error(),
-            ns::NAMESPACE_HINT
-        ));
+        return Err(MountError::Namespace(io::Error::last_os_error()));
     }
     if !root {
         // The user stays itself inside, so the layer's files are its own.
         std::fs::write("/proc/self/setgroups", "deny")
             .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n")))
             .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n")))
-            .map_err(|e| format!("cannot map the layer keeper's user: {e}"))?;
+            .map_err(MountError::MapUser)?;
     }
     ns::mount(
         None,
@@ -290,19 +364,16 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, String> {
         libc::MS_REC | libc::MS_PRIVATE,
         None,
     )
-    .map_err(|e| format!("cannot make the layer's mounts private: {e}"))?;
+    .map_err(MountError::Private)?;
     let lower = if root {
         ns::open_tree(workspace)
             .and_then(|tree| {
                 ns::idmap(&tree, &ns::sandbox_userns()?)?;
                 ns::attach(&tree, &dir.join(LOWER), Access::ReadOnly)
             })
-            .map_err(|e| {
-                format!(
-                    "cannot show {} to the sandbox's user in the layer (an id-mapped mount of \
-                     it failed: {e})",
-                    workspace.display()
-                )
+            .map_err(|source| MountError::IdMap {
+                workspace: workspace.to_path_buf(),
+                source,
             })?;
         dir.join(LOWER)
     } else {
@@ -322,9 +393,13 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, String> {
 
 /// Mounts the layer's overlay (its upper directory made ready, its levels read again), and
 /// listens on a new socket.
-fn overlay(mounted: &mut Mounted) -> Result<(), String> {
+fn overlay(mounted: &mut Mounted) -> Result<(), MountError> {
     let dir = &mounted.dir;
-    let at = |what: &str, e: io::Error| format!("cannot {what} {}: {e}", dir.display());
+    let at = |what: &'static str, source: io::Error| MountError::At {
+        what,
+        dir: dir.clone(),
+        source,
+    };
     // The upper directory is the merged tree's root: it shows as the workspace's.
     let upper = dir.join(UPPER);
     std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mounted.mode))
@@ -362,13 +437,9 @@ fn overlay(mounted: &mut Mounted) -> Result<(), String> {
         0,
         Some(&options),
     )
-    .map_err(|e| {
-        format!(
-            "cannot mount the layer: overlayfs refused ({e}); it needs Linux 5.11 or later for \
-             a user namespace, the overlay module, and an upper directory ({}) on a file system \
-             that supports it (not overlayfs itself, NFS or FUSE)",
-            upper.display()
-        )
+    .map_err(|source| MountError::Overlay {
+        upper: upper.clone(),
+        source,
     })?;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -385,15 +456,15 @@ fn overlay(mounted: &mut Mounted) -> Result<(), String> {
 }
 
 /// The frozen levels of the layer at `dir`, the lowest first (none without a stack file).
-fn stack(dir: &Path) -> Result<Vec<PathBuf>, String> {
+fn stack(dir: &Path) -> Result<Vec<PathBuf>, MountError> {
     let text = match std::fs::read_to_string(dir.join(STACK)) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(format!(
-                "cannot read the layer's levels in {}: {e}",
-                dir.display()
-            ));
+        Err(source) => {
+            return Err(MountError::Levels {
+                dir: dir.to_path_buf(),
+                source,
+            });
         }
     };
     let levels: Vec<PathBuf> = text.lines().map(PathBuf::from).collect();
@@ -401,11 +472,7 @@ fn stack(dir: &Path) -> Result<Vec<PathBuf>, String> {
         .iter()
         .find(|p| p.to_string_lossy().contains([',', ':', '\\']))
     {
-        return Err(format!(
-            "cannot stack the level {}: overlayfs cannot take a path with a comma, a colon or \
-             a backslash",
-            bad.display()
-        ));
+        return Err(MountError::Level(bad.clone()));
     }
     Ok(levels)
 }
@@ -449,10 +516,10 @@ fn serve(mounted: &mut Mounted) {
                         // No command may get the layer until it is mounted again.
                         mounted.listener = None;
                         let _ = std::fs::remove_file(mounted.dir.join(SOCKET));
-                        ns::detach(&merged).map_err(|e| format!("cannot unmount the layer: {e}"))
+                        ns::detach(&merged).map_err(MountError::Unmount)
                     }
                     b"mount\n" => overlay(mounted),
-                    _ => Err("the layer keeper takes `unmount` or `mount`".into()),
+                    _ => Err(MountError::Told),
                 };
                 let mut out = io::stdout();
                 let _ = match done {

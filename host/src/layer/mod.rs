@@ -49,12 +49,13 @@ pub enum LayerError {
         ours: PathBuf,
     },
     #[error(
-        "a layer needs the confined bash (its commands see the layer in their own view); \
-         --unconfined-bash would write the real workspace"
+        "a layer needs the confined bash (its commands see the layer in their own view); {} \
+         would write the real workspace",
+        crate::sandbox::setting::Setting::Unconfined
     )]
     Unconfined,
     #[error("the layered workspace is unavailable: {0}")]
-    Mount(String),
+    Mount(#[from] crate::sandbox::layer::KeeperError),
     #[error(
         "the layer {0} is in use by a running cordon; end it first (the layer cannot change \
          under its mount)"
@@ -241,7 +242,7 @@ impl Live {
         &self,
         change: impl FnOnce() -> Result<T, LayerError>,
     ) -> Result<T, LayerError> {
-        self.keeper.remounting(change).map_err(LayerError::Mount)?
+        self.keeper.remounting(change)?
     }
 }
 
@@ -254,7 +255,7 @@ fn make(dir: &Path, workspace: &Path) -> Result<(), LayerError> {
 
 /// Starts the keeper of the layer at `dir` over `workspace`.
 pub fn mount(helper: &Path, workspace: &Path, dir: &Path) -> Result<Keeper, LayerError> {
-    Keeper::start(helper, workspace, dir).map_err(LayerError::Mount)
+    Ok(Keeper::start(helper, workspace, dir)?)
 }
 
 /// Points the directory grants of `specs` inside the workspace at the layer's merged tree:
