@@ -8,11 +8,15 @@ use std::process::ExitCode;
 
 use cordon::layer::{self, ChangeKind, stack};
 use cordon::sandbox::protect::Guard;
+use cordon::session::display::escape;
 
 use crate::args::LayerCommand;
+use crate::terminal;
 
-/// Runs a `cordon layer` command; `unprotect` is the global `--unprotect`.
-pub fn run(command: LayerCommand, unprotect: &[PathBuf]) -> anyhow::Result<ExitCode> {
+/// Runs a `cordon layer` command; `unprotect` is the global `--unprotect`. With `ask`
+/// (`--permissions ask`), accept asks on the terminal about each protected change that
+/// `unprotect` does not allow, instead of refusing it.
+pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::Result<ExitCode> {
     match command {
         LayerCommand::Diff { layer, stat } => {
             let dir = layer::dir(&layer)?;
@@ -27,14 +31,29 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf]) -> anyhow::Result<ExitC
             let guard = Guard::new(&workspace, unprotect);
             for change in &changes {
                 if let Some(protected) = guard.rule_for(&workspace.join(&change.path)) {
-                    eprintln!("cordon: {}", guard.refusal(&protected));
+                    eprintln!("cordon: {}", escape(&guard.refusal(&protected)));
                 }
             }
         }
         LayerCommand::Accept { layer, paths } => {
             let dir = layer::dir(&layer)?;
             let workspace = layer::workspace_of(&dir)?;
-            let accepted = layer::accept(&dir, &workspace, &paths, unprotect)?;
+            // One no refuses the whole accept: nothing more is asked.
+            let mut refused = !ask;
+            let allow = |change: &layer::Change, refusal: &str| {
+                // The path is the layer's: whatever its name holds is shown, not obeyed.
+                let question = format!("{refusal}\nAccept {} anyway?", change.path.display());
+                let yes = !refused
+                    && terminal::confirm(&escape(&question)).unwrap_or_else(|e| {
+                        tracing::warn!("cannot ask on the terminal ({e}); the change is refused");
+                        false
+                    });
+                refused |= !yes;
+                yes
+            };
+            // The refusals name the layer's paths: shown, not obeyed.
+            let accepted = layer::accept(&dir, &workspace, &paths, unprotect, allow)
+                .map_err(|e| anyhow::anyhow!("{}", escape(&e.to_string())))?;
             for change in &accepted {
                 let what = match change.kind {
                     ChangeKind::Added => "added",

@@ -49,7 +49,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     // Only `cordon session` passes ACP tool calls on, whose content is an edit's whole texts.
     options.diffs = matches!(cli.command, Command::Session);
     if let Command::Layer { command } = cli.command {
-        return layer::run(command, &cli.global.settings.bash.unprotect);
+        let ask = matches!(cli.global.permissions, args::Permissions::Ask);
+        return layer::run(command, &cli.global.settings.bash.unprotect, ask);
     }
     if let Command::Doctor { json } = cli.command {
         let resolved = options.resolve()?;

@@ -1,5 +1,5 @@
 //! The terminal side of `cordon call`: the display on standard error, and permission prompts
-//! on the controlling terminal.
+//! on the controlling terminal (`cordon layer accept` asks there too).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, IsTerminal, Write};
@@ -29,10 +29,33 @@ impl Ask for TerminalAsk {
     }
 }
 
-fn prompt(request: &PermissionRequest) -> std::io::Result<Answer> {
+/// Asks `question` on the controlling terminal, a yes or a no; the end of input is a no.
+pub fn confirm(question: &str) -> std::io::Result<bool> {
+    let (mut out, mut input) = tty()?;
+    writeln!(out, "{question}")?;
+    loop {
+        write!(out, "[y]es, [n]o: ")?;
+        out.flush()?;
+        let mut line = String::new();
+        if input.read_line(&mut line)? == 0 {
+            return Ok(false);
+        }
+        match line.trim() {
+            "y" | "yes" => return Ok(true),
+            "n" | "no" => return Ok(false),
+            _ => continue,
+        }
+    }
+}
+
+/// The controlling terminal, to write to and to read lines from.
+fn tty() -> std::io::Result<(File, BufReader<File>)> {
     let tty = File::options().read(true).write(true).open("/dev/tty")?;
-    let mut out = tty.try_clone()?;
-    let mut input = BufReader::new(tty);
+    Ok((tty.try_clone()?, BufReader::new(tty)))
+}
+
+fn prompt(request: &PermissionRequest) -> std::io::Result<Answer> {
+    let (mut out, mut input) = tty()?;
     writeln!(out, "{}", request.header)?;
     if let Some(argument) = &request.argument {
         writeln!(out, "{argument}")?;

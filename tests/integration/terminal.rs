@@ -1,5 +1,6 @@
-//! What reaches a terminal: `cordon call` run on a real pseudo-terminal (its controlling
-//! terminal, where permission prompts go, and its standard error, where `--display` goes),
+//! What reaches a terminal: `cordon call` (and `cordon layer accept`) run on a real
+//! pseudo-terminal (its controlling terminal, where permission prompts go, and its standard
+//! error, where `--display` goes),
 //! reading the exact bytes the terminal gets. A command, a file or a tool's output must not be
 //! able to steer the terminal: its control characters arrive as visible escapes.
 
@@ -106,7 +107,8 @@ fn on_pty(cordon: &Cordon, args: &[&str], answer: Option<&str>, color: bool) -> 
     let patience = Duration::from_secs(120);
     let mut terminal = Vec::new();
     if let Some(answer) = answer {
-        let question = b"Allow this call?";
+        // A call's question ("Allow this call? [y]es, [a]lways, …") or a yes-or-no one.
+        let question = b"[y]es, ";
         while !terminal.windows(question.len()).any(|w| w == question) {
             let chunk = received.recv_timeout(patience).unwrap_or_else(|e| {
                 panic!(
@@ -219,4 +221,51 @@ fn the_display_shows_control_characters_in_output_as_escapes() {
         shown.text()
     );
     assert!(!shown.terminal.contains(&0x07), "{:?}", shown.text());
+}
+
+/// With `--permissions ask`, `cordon layer accept` asks about each protected change on the
+/// terminal instead of refusing it: no refuses the whole accept, yes accepts it. A name made in
+/// the layer cannot steer the terminal either.
+#[test]
+fn layer_accept_asks_about_a_protected_change_on_the_terminal() {
+    let cordon = Cordon::new().with_args(&["--layer", "work"]);
+    cordon.write(".git/hooks/README", "hooks\n");
+    let command = "printf 'x\\n' > .git/hooks/pre-commit && touch .envrc && mkdir -p .vscode \
+                   && touch \".vscode/a$(printf '\\033[2K')b\"";
+    let made = cordon.call("bash", json!({ "command": command }));
+    assert_eq!(made.code, 0, "{made:?}");
+    let accept = ["--permissions", "ask", "layer", "accept", "work"];
+
+    let refused = on_pty(&cordon, &accept, Some("n\n"), false);
+    assert_inert(&refused);
+    let text = refused.text();
+    assert!(text.contains(".envrc is protected"), "{text:?}");
+    assert!(
+        text.contains("Accept .envrc anyway?\n[y]es, [n]o: "),
+        "{text:?}"
+    );
+    assert_eq!(
+        text.matches("anyway?").count(),
+        1,
+        "one no, no more questions: {text:?}"
+    );
+    assert_eq!(refused.stdout, b"");
+    assert!(!cordon.path(".git/hooks/pre-commit").exists());
+    assert!(!cordon.path(".envrc").exists());
+
+    let accepted = on_pty(&cordon, &accept, Some("y\ny\ny\n"), false);
+    assert_inert(&accepted);
+    let asked = accepted.text();
+    assert!(
+        asked.contains("Accept .git/hooks/pre-commit anyway?"),
+        "{asked:?}"
+    );
+    assert!(
+        asked.contains(r"Accept .vscode/a\x1b[2Kb anyway?"),
+        "{asked:?}"
+    );
+    assert_eq!(cordon.read(".git/hooks/pre-commit"), "x\n");
+    assert!(cordon.path(".envrc").exists());
+    let out = String::from_utf8_lossy(&accepted.stdout);
+    assert!(out.contains("added    .git/hooks/pre-commit"), "{out}");
 }

@@ -438,12 +438,14 @@ pub fn lock(dir: &Path) -> Result<File, LayerError> {
 /// Copies the layer's changes at or below `paths` (all when none) into `workspace`, each file
 /// written under a temporary name and renamed over its own, deletions made; then takes them
 /// out of the layer. A protected path among them refuses the whole accept unless
-/// `unprotect` relaxes it. Returns what was accepted.
+/// `unprotect` relaxes it or `allow`, asked with the change and the refusal's text, says yes.
+/// Returns what was accepted.
 pub fn accept(
     dir: &Path,
     workspace: &Path,
     paths: &[PathBuf],
     unprotect: &[PathBuf],
+    mut allow: impl FnMut(&Change, &str) -> bool,
 ) -> Result<Vec<Change>, LayerError> {
     let _lock = lock(dir)?;
     if stack::shared(dir)? {
@@ -468,8 +470,9 @@ pub fn accept(
     let guard = Guard::new(workspace, unprotect);
     let refused: Vec<String> = chosen
         .iter()
-        .filter_map(|c| guard.rule_for(&workspace.join(&c.path)))
-        .map(|p| guard.refusal(&p))
+        .filter_map(|c| Some((c, guard.refusal(&guard.rule_for(&workspace.join(&c.path))?))))
+        .filter(|(change, refusal)| !allow(change, refusal))
+        .map(|(_, refusal)| refusal)
         .collect();
     if !refused.is_empty() {
         return Err(LayerError::Protected(refused));
