@@ -13,7 +13,8 @@ use cordon::session::display::escape;
 use crate::args::LayerCommand;
 use crate::terminal;
 
-/// Runs a `cordon layer` command; `unprotect` is the global `--unprotect`. With `ask`
+/// Runs a `cordon layer` command; `unprotect` is what `--unprotect` and the config file's
+/// `[bash] unprotect` name. With `ask`
 /// (`--permissions ask`), accept asks on the terminal about each protected change that
 /// `unprotect` does not allow, instead of refusing it.
 pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::Result<ExitCode> {

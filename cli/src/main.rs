@@ -50,7 +50,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     options.diffs = matches!(cli.command, Command::Session);
     if let Command::Layer { command } = cli.command {
         let ask = matches!(cli.global.permissions, args::Permissions::Ask);
-        return layer::run(command, &cli.global.settings.bash.unprotect, ask);
+        return layer::run(command, &options.unprotect()?, ask);
     }
     if let Command::Doctor { json } = cli.command {
         let resolved = options.resolve()?;

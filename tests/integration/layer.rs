@@ -257,6 +257,19 @@ fn the_config_files_layer_key_is_the_option() {
     assert!(bad.stderr.contains("as a layer name"), "{}", bad.stderr);
 }
 
+/// `cordon layer accept` relaxes what the config file's `[bash] unprotect` names, as the
+/// calls do.
+#[test]
+fn accept_takes_the_config_files_unprotect() {
+    let user = tempfile::tempdir().unwrap();
+    let config = user.path().join("config.toml");
+    std::fs::write(&config, "[bash]\nunprotect = [\".envrc\"]\n").unwrap();
+    let c = layered().with_args(&["--config", config.to_str().unwrap()]);
+    ok(c.call("bash", json!({"command": "echo 'use nix' > .envrc"})));
+    ok(c.run(&["layer", "accept", "work"]));
+    assert_eq!(c.read(".envrc"), "use nix\n");
+}
+
 /// Runs a bash command in the layer `layer` over the workspace of `c`.
 fn bash_in(c: &Cordon, layer: &str, command: &str) -> String {
     let input = json!({ "command": command }).to_string();

@@ -59,16 +59,33 @@ pub struct Resolved {
 }
 
 impl Options {
+    /// The protected paths these options relax (the given ones, then the config file's
+    /// `[bash] unprotect`), without resolving the rest: for what acts on a layer, whose
+    /// workspace is the layer's.
+    pub fn unprotect(&self) -> Result<Vec<PathBuf>, Error> {
+        let file = self.config_file()?;
+        let s = Layers {
+            file: &file.settings,
+            given: &self.settings,
+        };
+        Ok(s.all(|s| &s.bash.unprotect).cloned().collect())
+    }
+
+    /// The config file these options name, read; an empty one when they name none.
+    fn config_file(&self) -> Result<Config, Error> {
+        Ok(match &self.config {
+            Some(path) => Config::read(path)?,
+            None => Config::default(),
+        })
+    }
+
     /// Resolves these options: see the [module](self).
     pub fn resolve(self) -> Result<Resolved, Error> {
         let workspace = canonical_dir(&self.workspace).map_err(|source| Error::Workspace {
             path: self.workspace.clone(),
             source,
         })?;
-        let file = match &self.config {
-            Some(path) => Config::read(path)?,
-            None => Config::default(),
-        };
+        let file = self.config_file()?;
         let s = Layers {
             file: &file.settings,
             given: &self.settings,
