@@ -62,14 +62,7 @@ fn an_edit_and_a_new_file_stay_in_the_layer_until_accepted() {
     // git takes the patch: applied to a copy of the workspace, it gives the layer's files.
     let copy = tempfile::tempdir().unwrap();
     std::fs::write(copy.path().join("a.txt"), "one\ntwo\n").unwrap();
-    let mut git = Command::new("git")
-        .args(["apply", "-"])
-        .current_dir(copy.path())
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .expect("run git");
-    std::io::Write::write_all(&mut git.stdin.take().unwrap(), diff.as_bytes()).unwrap();
-    assert!(git.wait().unwrap().success());
+    git_apply(copy.path(), &diff);
     assert_eq!(
         std::fs::read_to_string(copy.path().join("sub/b.txt")).unwrap(),
         "made\n"
@@ -268,6 +261,51 @@ fn accept_takes_the_config_files_unprotect() {
     ok(c.call("bash", json!({"command": "echo 'use nix' > .envrc"})));
     ok(c.run(&["layer", "accept", "work"]));
     assert_eq!(c.read(".envrc"), "use nix\n");
+}
+
+/// Applies `diff` in `dir` with `git apply`, which must take it.
+fn git_apply(dir: &std::path::Path, diff: &str) {
+    let mut git = Command::new("git")
+        .args(["apply", "-"])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("run git");
+    std::io::Write::write_all(&mut git.stdin.take().unwrap(), diff.as_bytes()).unwrap();
+    assert!(git.wait().unwrap().success(), "git apply refused:\n{diff}");
+}
+
+/// A name made in the layer with control characters, a tab or a quote is quoted in the diff
+/// as git quotes it: no terminal obeys it, and `git apply` reads it back.
+#[test]
+fn odd_names_are_quoted_in_the_diff_as_git_quotes_them() {
+    let c = layered();
+    let command = r#"printf 'x\n' > "$(printf 'esc\033[2Kname')"; printf 'y\n' > "$(printf 'tab\tname')"; printf 'z\n' > 'say "hi"'"#;
+    ok(c.call("bash", json!({ "command": command })));
+    let diff = ok(c.run(&["layer", "diff", "work"]));
+    assert!(!diff.contains('\x1b'), "{diff:?}");
+    assert!(diff.contains(r#"+++ "b/esc\033[2Kname""#), "{diff}");
+    assert!(diff.contains(r#"+++ "b/tab\tname""#), "{diff}");
+    assert!(diff.contains(r#"+++ "b/say \"hi\"""#), "{diff}");
+    let stat = ok(c.run(&["layer", "diff", "work", "--stat"]));
+    assert!(
+        !stat.contains('\x1b') && stat.contains(r#""esc\033[2Kname""#),
+        "{stat:?}"
+    );
+    let copy = tempfile::tempdir().unwrap();
+    git_apply(copy.path(), &diff);
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("esc\x1b[2Kname")).unwrap(),
+        "x\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("tab\tname")).unwrap(),
+        "y\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("say \"hi\"")).unwrap(),
+        "z\n"
+    );
 }
 
 /// Runs a bash command in the layer `layer` over the workspace of `c`.

@@ -54,8 +54,8 @@ pub fn unified(workspace: &Path, changes: &[Change]) -> io::Result<String> {
     let mut out = String::new();
     for change in changes {
         let (old, new) = sides(workspace, change)?;
-        let p = change.path.display();
-        out.push_str(&format!("diff --git a/{p} b/{p}\n"));
+        let (pa, pb) = (quoted("a/", &change.path), quoted("b/", &change.path));
+        out.push_str(&format!("diff --git {pa} {pb}\n"));
         match (&old, &new) {
             (None, Some(n)) => out.push_str(&format!("new file mode {:o}\n", n.mode)),
             (Some(o), None) => out.push_str(&format!("deleted file mode {:o}\n", o.mode)),
@@ -65,10 +65,8 @@ pub fn unified(workspace: &Path, changes: &[Change]) -> io::Result<String> {
             _ => {}
         }
         let (a, b) = (
-            old.as_ref()
-                .map_or("/dev/null".into(), |_| format!("a/{p}")),
-            new.as_ref()
-                .map_or("/dev/null".into(), |_| format!("b/{p}")),
+            old.as_ref().map_or("/dev/null".into(), |_| pa.clone()),
+            new.as_ref().map_or("/dev/null".into(), |_| pb.clone()),
         );
         match (text(&old), text(&new)) {
             (Some(o), Some(n)) if o != n => {
@@ -107,7 +105,7 @@ pub fn stat(workspace: &Path, changes: &[Change]) -> io::Result<String> {
             }
             _ => "Bin".to_string(),
         };
-        rows.push((change.path.display().to_string(), count));
+        rows.push((quoted("", &change.path), count));
     }
     let width = rows.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
     let mut out = String::new();
@@ -124,6 +122,35 @@ pub fn stat(workspace: &Path, changes: &[Change]) -> io::Result<String> {
     Ok(out)
 }
 
+/// `prefix` and `path` as git writes a name in a patch: as it is, or, when it holds a control
+/// character, a quote, a backslash or a byte outside ASCII, in double quotes with C escapes
+/// (`core.quotePath`), so that `git apply` reads it back and no terminal obeys it.
+fn quoted(prefix: &str, path: &Path) -> String {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let plain = |b: &u8| (0x20..0x7f).contains(b) && !matches!(b, b'"' | b'\\');
+    if bytes.iter().all(plain) {
+        return format!("{prefix}{}", path.display());
+    }
+    let mut out = format!("\"{prefix}");
+    for &b in bytes {
+        match b {
+            0x07 => out.push_str("\\a"),
+            0x08 => out.push_str("\\b"),
+            b'\t' => out.push_str("\\t"),
+            b'\n' => out.push_str("\\n"),
+            0x0b => out.push_str("\\v"),
+            0x0c => out.push_str("\\f"),
+            b'\r' => out.push_str("\\r"),
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b if plain(&b) => out.push(char::from(b)),
+            b => out.push_str(&format!("\\{b:03o}")),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// The text of a side, empty when there is none; none when it is binary.
 fn text(side: &Option<Side>) -> Option<&str> {
     side.as_ref().map_or(Some(""), Side::text)
@@ -131,4 +158,21 @@ fn text(side: &Option<Side>) -> Option<&str> {
 
 fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::quoted;
+
+    #[test]
+    fn names_are_quoted_as_git_quotes_them() {
+        assert_eq!(quoted("a/", Path::new("src/main.rs")), "a/src/main.rs");
+        assert_eq!(quoted("a/", Path::new("with space")), "a/with space");
+        assert_eq!(quoted("b/", Path::new("a\x1b[2Kb")), r#""b/a\033[2Kb""#);
+        assert_eq!(quoted("a/", Path::new("tab\there\n")), r#""a/tab\there\n""#);
+        assert_eq!(quoted("", Path::new("say \"hi\"\\")), r#""say \"hi\"\\""#);
+        assert_eq!(quoted("a/", Path::new("café")), r#""a/caf\303\251""#);
+    }
 }
