@@ -120,8 +120,15 @@ fn a_deletion_shows_and_discard_drops_the_layer() {
     );
 
     ok(c.run(&["layer", "discard", "work"]));
-    assert!(!c.data_dir().join("cordon/layers/work").exists());
+    let dir = c.data_dir().join("cordon/layers/work");
+    assert!(!dir.exists());
     assert!(!c.path("new.txt").exists());
+    // No mount is left either: it lived in its keeper's mount namespace, and no keeper of the
+    // layer runs; none was ever in this one.
+    let dir = dir.to_string_lossy();
+    assert_eq!(crate::host::processes_with(&dir), Vec::<u32>::new());
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(&*dir), "{mounts}");
     let gone = c.run(&["layer", "diff", "work"]);
     assert_eq!(gone.code, 2);
     assert!(gone.stderr.contains("there is no layer"), "{}", gone.stderr);
