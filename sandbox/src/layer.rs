@@ -139,6 +139,17 @@ enum MountError {
     Told,
 }
 
+impl MountError {
+    /// The failure to do `what` with the layer's directory `dir`.
+    fn at(what: &'static str, dir: &Path, source: io::Error) -> MountError {
+        MountError::At {
+            what,
+            dir: dir.to_path_buf(),
+            source,
+        }
+    }
+}
+
 impl Keeper {
     /// Starts the keeper of the layer at `dir` (absolute; created if missing) over `workspace`
     /// (canonical), running `helper` (a program that calls [`super::run_helper_if_asked`]),
@@ -304,11 +315,7 @@ struct Mounted {
 /// Takes the layer's lock, mounts it in a mount namespace of this process's own and listens
 /// on its socket.
 fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, MountError> {
-    let at = |what: &'static str, source: io::Error| MountError::At {
-        what,
-        dir: dir.to_path_buf(),
-        source,
-    };
+    let at = |what, e| MountError::at(what, dir, e);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -339,8 +346,6 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, MountError> {
             })
             .map_err(|e| at("create a directory in", e))?;
     }
-    // SAFETY: no arguments.
-    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let flags = if root {
         libc::CLONE_NEWNS
     } else {
@@ -352,19 +357,11 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, MountError> {
     }
     if !root {
         // The user stays itself inside, so the layer's files are its own.
-        std::fs::write("/proc/self/setgroups", "deny")
-            .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n")))
-            .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n")))
-            .map_err(MountError::MapUser)?;
+        // SAFETY: no arguments.
+        let me = unsafe { libc::getpid() };
+        ns::write_maps(me, false).map_err(MountError::MapUser)?;
     }
-    ns::mount(
-        None,
-        Path::new("/"),
-        None,
-        libc::MS_REC | libc::MS_PRIVATE,
-        None,
-    )
-    .map_err(MountError::Private)?;
+    ns::make_private().map_err(MountError::Private)?;
     let lower = if root {
         ns::open_tree(workspace)
             .and_then(|tree| {
@@ -395,11 +392,7 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, MountError> {
 /// listens on a new socket.
 fn overlay(mounted: &mut Mounted) -> Result<(), MountError> {
     let dir = &mounted.dir;
-    let at = |what: &'static str, source: io::Error| MountError::At {
-        what,
-        dir: dir.clone(),
-        source,
-    };
+    let at = |what, e| MountError::at(what, dir, e);
     // The upper directory is the merged tree's root: it shows as the workspace's.
     let upper = dir.join(UPPER);
     std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(mounted.mode))

@@ -282,6 +282,18 @@ pub(super) fn mount(
     .map(drop)
 }
 
+/// Makes every mount of this process's mount namespace private, so that nothing mounted here
+/// propagates back to the namespace it was copied from.
+pub(super) fn make_private() -> io::Result<()> {
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )
+}
+
 /// Detaches the mount at `path` from the tree (it lives on while anything uses it).
 pub(super) fn detach(path: &Path) -> io::Result<()> {
     let path = cpath(path)?;

@@ -216,14 +216,7 @@ pub(super) fn build(sources: Sources, lasting_tmp: Option<&str>) -> Result<View,
         source,
     };
     // Nothing done here propagates back to the host.
-    ns::mount(
-        None,
-        Path::new("/"),
-        None,
-        libc::MS_REC | libc::MS_PRIVATE,
-        None,
-    )
-    .map_err(|e| fail("making private", Path::new("/"), e))?;
+    ns::make_private().map_err(|e| fail("making private", Path::new("/"), e))?;
     // Found before the new root covers the host's /tmp, which they might be in.
     let secrets = secrets();
     tmpfs(root, "mode=0755,size=1m").map_err(|e| fail("mounting a tmpfs on", root, e))?;
