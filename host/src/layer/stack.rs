@@ -146,6 +146,16 @@ fn release(dir: &Path, level: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Replaces the upper directory of the layer at `dir` by what `change` leaves at its path
+/// (given it), with the permissions it had: the merged tree's root shows them.
+fn renew_upper(dir: &Path, change: impl FnOnce(&Path) -> io::Result<()>) -> Result<(), LayerError> {
+    let upper = dir.join(UPPER);
+    let mode = fs::metadata(&upper).map_err(io_at("read", &upper))?.mode();
+    change(&upper)
+        .and_then(|()| fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777)))
+        .map_err(io_at("replace", &upper))
+}
+
 /// Whether nothing was written in the layer since its last level was frozen.
 pub(super) fn upper_empty(dir: &Path) -> Result<bool, LayerError> {
     let upper = dir.join(UPPER);
@@ -163,20 +173,16 @@ fn freeze(dir: &Path) -> Result<Vec<PathBuf>, LayerError> {
     if stack.len() >= MAX_LEVELS {
         squash_lowest(dir, &mut stack)?;
     }
-    let at = io_at("freeze the layer", dir);
     let level = dir.join(LEVELS).join(new_id());
-    let upper = dir.join(UPPER);
-    let mode = fs::metadata(&upper).map_err(io_at("read", &upper))?.mode();
     fs::create_dir_all(dir.join(LEVELS))
         .and_then(|()| fs::write(anchor(&level), ""))
         .and_then(|()| take(dir, &level))
-        .and_then(|()| fs::rename(&upper, &level))
-        .map_err(at)?;
+        .map_err(io_at("freeze the layer", dir))?;
+    renew_upper(dir, |upper| {
+        fs::rename(upper, &level).and_then(|()| fs::create_dir(upper))
+    })?;
     stack.push(level);
     write_stack(dir, &stack)?;
-    let made = fs::create_dir(&upper)
-        .and_then(|()| fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777)));
-    made.map_err(io_at("create", &upper))?;
     Ok(stack)
 }
 
@@ -304,13 +310,10 @@ pub fn rollback_unmounted(dir: &Path, label: &str) -> Result<(), LayerError> {
     write_stack(dir, &stack)?;
     all.retain(|c| c.depth <= depth);
     write_checkpoints(dir, &all)?;
-    let upper = dir.join(UPPER);
-    let mode = fs::metadata(&upper).map_err(io_at("read", &upper))?.mode();
-    let _ = opened_up(&upper);
-    fs::remove_dir_all(&upper)
-        .and_then(|()| fs::create_dir(&upper))
-        .and_then(|()| fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777)))
-        .map_err(io_at("empty", &upper))?;
+    renew_upper(dir, |upper| {
+        let _ = opened_up(upper);
+        fs::remove_dir_all(upper).and_then(|()| fs::create_dir(upper))
+    })?;
     for level in dropped.iter().rev() {
         release(dir, level).map_err(io_at("drop a level of", dir))?;
     }
@@ -325,7 +328,7 @@ pub fn rollback(dir: &Path, label: &str) -> Result<(), LayerError> {
 
 /// Makes the layer `new` from the current state of the layer at `dir`, sharing its levels,
 /// after freezing its upper directory (which needs the layer unmounted: `unmounted`). The
-/// fork keeps the checkpoints.
+/// fork keeps the checkpoints; `new` must be [`free`].
 pub fn fork_unmounted(dir: &Path, new: &Path) -> Result<(), LayerError> {
     let stack = freeze(dir)?;
     make_fork(dir, new, &stack)
@@ -362,9 +365,9 @@ pub(super) fn free(new: &Path) -> Result<(), LayerError> {
     Ok(())
 }
 
-/// Makes the fork `new` of `dir` over `stack`; a fork that fails leaves nothing.
+/// Makes the fork `new` of `dir` over `stack` (`new` found [`free`] first); a fork that fails
+/// leaves nothing.
 fn make_fork(dir: &Path, new: &Path, stack: &[PathBuf]) -> Result<(), LayerError> {
-    free(new)?;
     stack_onto(dir, new, stack).inspect_err(|_| {
         let _ = release_all(new);
         let _ = fs::remove_dir_all(new);
@@ -401,16 +404,13 @@ pub(super) fn flatten(dir: &Path) -> Result<(), LayerError> {
     let Some(base) = stack.first() else {
         return Ok(());
     };
-    let at = io_at("merge the levels of", dir);
     let upper = dir.join(UPPER);
     for top in stack[1..].iter().chain([&upper]) {
         merge_into(base, top).map_err(io_at("merge the levels of", dir))?;
     }
-    let mode = fs::metadata(&upper).map_err(io_at("read", &upper))?.mode();
-    fs::remove_dir_all(&upper)
-        .and_then(|()| fs::rename(base, &upper))
-        .and_then(|()| fs::set_permissions(&upper, fs::Permissions::from_mode(mode & 0o7777)))
-        .map_err(at)?;
+    renew_upper(dir, |upper| {
+        fs::remove_dir_all(upper).and_then(|()| fs::rename(base, upper))
+    })?;
     write_stack(dir, &[])?;
     write_checkpoints(dir, &[])?;
     for level in &stack {
