@@ -346,6 +346,8 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, MountError> {
             })
             .map_err(|e| at("create a directory in", e))?;
     }
+    // SAFETY: no arguments.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     let flags = if root {
         libc::CLONE_NEWNS
     } else {
@@ -356,10 +358,12 @@ fn mount(workspace: &Path, dir: &Path) -> Result<Mounted, MountError> {
         return Err(MountError::Namespace(io::Error::last_os_error()));
     }
     if !root {
-        // The user stays itself inside, so the layer's files are its own.
-        // SAFETY: no arguments.
-        let me = unsafe { libc::getpid() };
-        ns::write_maps(me, false).map_err(MountError::MapUser)?;
+        // The user stays itself inside, so the layer's files are its own: its ids as they were
+        // outside, read before the new namespace, where they are unmapped until then.
+        std::fs::write("/proc/self/setgroups", "deny")
+            .and_then(|()| std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n")))
+            .and_then(|()| std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n")))
+            .map_err(MountError::MapUser)?;
     }
     ns::make_private().map_err(MountError::Private)?;
     let lower = if root {
