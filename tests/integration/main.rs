@@ -7,7 +7,8 @@ mod cli;
 mod examples;
 mod file_tools;
 mod hooks;
-// Shared with the sandbox crate's tests: the host's processes, and whether the test is root.
+// Shared with the sandbox crate's tests: the host's processes, whether the test is root, and
+// a throwaway workspace.
 #[path = "../../sandbox/tests/shell/host.rs"]
 mod host;
 mod index;
@@ -27,3 +28,5 @@ mod special_files;
 mod terminal;
 mod util;
 mod workday;
+#[path = "../../sandbox/tests/shell/workspace.rs"]
+mod workspace;

@@ -9,9 +9,11 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tempfile::TempDir;
 
+use crate::workspace::Workspace;
+
 /// A temporary workspace and the options every `cordon` run in it gets.
 pub struct Cordon {
-    dir: TempDir,
+    dir: Workspace,
     /// cordon's data directory (`XDG_DATA_HOME`), where the homes of bash commands are kept.
     data: TempDir,
     args: Vec<String>,
@@ -36,14 +38,20 @@ impl From<Output> for Run {
     }
 }
 
+/// The workspace's files: `root`, `path`, `write`, `read`.
+impl std::ops::Deref for Cordon {
+    type Target = Workspace;
+
+    fn deref(&self) -> &Workspace {
+        &self.dir
+    }
+}
+
 impl Cordon {
     /// A fresh, empty workspace.
     pub fn new() -> Self {
         Cordon {
-            dir: tempfile::Builder::new()
-                .prefix("cordon-ws-")
-                .tempdir()
-                .expect("create a temporary workspace"),
+            dir: Workspace::new(),
             data: tempfile::Builder::new()
                 .prefix("cordon-data-")
                 .tempdir()
@@ -65,32 +73,9 @@ impl Cordon {
         self
     }
 
-    /// The workspace root, canonical (as cordon reports it).
-    pub fn root(&self) -> PathBuf {
-        self.dir.path().canonicalize().unwrap()
-    }
-
-    /// The absolute path of `rel` inside the workspace.
-    pub fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    /// Writes `content` to `rel` inside the workspace, creating parents.
-    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
-        let path = self.path(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, content).unwrap();
-        path
-    }
-
     /// cordon's data directory for this workspace's runs.
     pub fn data_dir(&self) -> &Path {
         self.data.path()
-    }
-
-    /// Reads `rel` inside the workspace as text.
-    pub fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.path(rel)).unwrap()
     }
 
     /// A `cordon` command with this workspace and the global options, ready for a subcommand.
@@ -101,7 +86,7 @@ impl Cordon {
             .env_remove("NO_COLOR")
             .env_remove("RUST_LOG")
             .arg("--workspace")
-            .arg(self.dir.path())
+            .arg(self.dir.root())
             .args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null());

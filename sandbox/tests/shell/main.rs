@@ -12,6 +12,7 @@ mod commands;
 mod host;
 mod namespaces;
 mod util;
+mod workspace;
 
 /// Runs `cordon_sandbox::run_helper_if_asked` before the test harness starts: in the helper
 /// (`__sandbox` first), which never returns, with `SIGPIPE` ignored as Rust's runtime would
