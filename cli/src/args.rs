@@ -115,7 +115,9 @@ pub enum Command {
     /// With `--permissions ask` the user is asked through the client (MCP elicitation); a
     /// client that cannot ask gets those calls refused.
     Mcp(McpArgs),
-    /// Review, accept or discard the changes of a layer (see --layer and docs/layers.md).
+    /// Review, accept or discard the changes of a layer, checkpoint, roll back or fork it (see
+    /// --layer and docs/layers.md). A cordon running in the layer does what changes it
+    /// between its calls; discard is refused while it runs.
     Layer {
         #[command(subcommand)]
         command: LayerCommand,
@@ -214,13 +216,13 @@ pub enum LayerCommand {
         /// Paths relative to the workspace; the default is every change.
         paths: Vec<PathBuf>,
     },
-    /// Drop the layer and every change in it (the levels its forks share stay theirs).
+    /// Drop the layer and every change in it (the levels its forks share stay theirs); not
+    /// while a cordon runs in it.
     Discard {
         /// The layer: a name or a path, as --layer takes it.
         layer: String,
     },
-    /// Name the layer's current state, to roll back to; print the checkpoint's label. The
-    /// layer must not be in use (in a session, send {"layer": "checkpoint"}).
+    /// Name the layer's current state, to roll back to; print the checkpoint's label.
     Checkpoint {
         /// The layer: a name or a path, as --layer takes it.
         layer: String,

@@ -1,12 +1,12 @@
 //! `cordon layer`: review, accept or discard a layer's changes, checkpoint, roll back and
-//! fork it, from any terminal. The layer names the workspace it lies over, so `--workspace`
-//! is not needed.
+//! fork it, from any terminal, while a cordon runs in it or after. The layer names the
+//! workspace it lies over, so `--workspace` is not needed.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use cordon::layer::{self, ChangeKind, stack};
+use cordon::layer::{self, Accept, ChangeKind, Done, Op};
 use cordon::sandbox::protect::Guard;
 use cordon::session::display::escape;
 
@@ -14,11 +14,11 @@ use crate::args::LayerCommand;
 use crate::terminal;
 
 /// Runs a `cordon layer` command; `unprotect` is what `--unprotect` and the config file's
-/// `[bash] unprotect` name. With `ask`
-/// (`--permissions ask`), accept asks on the terminal about each protected change that
-/// `unprotect` does not allow, instead of refusing it.
+/// `[bash] unprotect` name. With `ask` (`--permissions ask`), accept asks on the terminal
+/// about each protected change that `unprotect` does not allow, instead of refusing it.
+/// What changes a layer that a running cordon holds is done by that cordon, between its calls.
 pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::Result<ExitCode> {
-    match command {
+    let (layer, op) = match command {
         LayerCommand::Diff { layer, stat } => {
             let dir = layer::dir(&layer)?;
             let workspace = layer::workspace_of(&dir)?;
@@ -35,26 +35,48 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::R
                     eprintln!("cordon: {}", escape(&guard.refusal(&protected)));
                 }
             }
+            return Ok(ExitCode::SUCCESS);
+        }
+        LayerCommand::Discard { layer } => {
+            layer::discard(&layer::dir(&layer)?)?;
+            return Ok(ExitCode::SUCCESS);
         }
         LayerCommand::Accept { layer, paths } => {
             let dir = layer::dir(&layer)?;
             let workspace = layer::workspace_of(&dir)?;
-            // One no refuses the whole accept: nothing more is asked.
-            let mut refused = !ask;
-            let allow = |change: &layer::Change, refusal: &str| {
-                // The path is the layer's: whatever its name holds is shown, not obeyed.
-                let question = format!("{refusal}\nAccept {} anyway?", change.path.display());
-                let yes = !refused
-                    && terminal::confirm(&escape(&question)).unwrap_or_else(|e| {
-                        tracing::warn!("cannot ask on the terminal ({e}); the change is refused");
-                        false
-                    });
-                refused |= !yes;
-                yes
+            let unprotect = unprotect.to_vec();
+            let allowed = match ask {
+                true => asked(&dir, &workspace, &paths, &unprotect)?,
+                false => Vec::new(),
             };
-            // The refusals name the layer's paths: shown, not obeyed.
-            let accepted = layer::accept(&dir, &workspace, &paths, unprotect, allow)
-                .map_err(|e| anyhow::anyhow!("{}", escape(&e.to_string())))?;
+            let accept = Accept {
+                paths,
+                unprotect,
+                allowed,
+            };
+            (layer, Op::Accept(accept))
+        }
+        LayerCommand::Checkpoint { layer, label } => (layer, Op::Checkpoint { label }),
+        LayerCommand::Rollback { layer, label } => (layer, Op::Rollback { label }),
+        LayerCommand::Checkpoints { layer } => (layer, Op::Checkpoints),
+        LayerCommand::Fork { layer, new } => {
+            // The fork's directory as this terminal names it, not as the running cordon would.
+            let name = layer::dir(&new)?.into_os_string().into_string();
+            let name = name.map_err(|path| {
+                anyhow::anyhow!("cannot fork into {path:?}: the path is not UTF-8; use a name")
+            })?;
+            (layer, Op::Fork { name })
+        }
+    };
+    let waiting =
+        || eprintln!("cordon: the cordon using the layer is running a call; waiting for it to end");
+    // The refusals of an accept name the layer's paths: shown, not obeyed.
+    let done = layer::apply(&layer::dir(&layer)?, op, waiting)
+        .map_err(|e| anyhow::anyhow!("{}", escape(&e.to_string())))?;
+    match done {
+        Done::Checkpoint(label) => println!("{label}"),
+        Done::Checkpoints(labels) => labels.iter().for_each(|label| println!("{label}")),
+        Done::Accepted(accepted) => {
             for change in &accepted {
                 let what = match change.kind {
                     ChangeKind::Added => "added",
@@ -64,30 +86,38 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::R
                 println!("{what:<8} {}", change.path.display());
             }
         }
-        LayerCommand::Discard { layer } => {
-            let dir = layer::dir(&layer)?;
-            layer::discard(&dir)?;
-        }
-        LayerCommand::Checkpoint { layer, label } => {
-            let dir = layer::dir(&layer)?;
-            layer::workspace_of(&dir)?;
-            println!("{}", stack::checkpoint(&dir, label.as_deref())?);
-        }
-        LayerCommand::Rollback { layer, label } => {
-            let dir = layer::dir(&layer)?;
-            layer::workspace_of(&dir)?;
-            stack::rollback(&dir, &label)?;
-        }
-        LayerCommand::Checkpoints { layer } => {
-            let dir = layer::dir(&layer)?;
-            layer::workspace_of(&dir)?;
-            for checkpoint in stack::checkpoints(&dir)? {
-                println!("{}", checkpoint.label);
-            }
-        }
-        LayerCommand::Fork { layer, new } => {
-            stack::fork(&layer::dir(&layer)?, &layer::dir(&new)?)?;
-        }
+        Done::Diff(text) => std::io::stdout().lock().write_all(text.as_bytes())?,
+        Done::RolledBack(_) | Done::Fork(_) => {}
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Asks on the terminal about each protected change an accept of `paths` would take, and
+/// returns the paths in the layer of those allowed. One no refuses the whole accept: nothing more is asked.
+fn asked(
+    dir: &Path,
+    workspace: &Path,
+    paths: &[PathBuf],
+    unprotect: &[PathBuf],
+) -> anyhow::Result<Vec<PathBuf>> {
+    let (mut allowed, mut refused) = (Vec::new(), Vec::new());
+    for (change, refusal) in layer::judged(dir, workspace, paths, unprotect)? {
+        let Some(refusal) = refusal else { continue };
+        // The path is the layer's: whatever its name holds is shown, not obeyed.
+        let question = format!("{refusal}\nAccept {} anyway?", change.path.display());
+        let yes = refused.is_empty()
+            && terminal::confirm(&escape(&question)).unwrap_or_else(|e| {
+                tracing::warn!("cannot ask on the terminal ({e}); the change is refused");
+                false
+            });
+        match yes {
+            true => allowed.push(change.path),
+            false => refused.push(refusal),
+        }
+    }
+    if !refused.is_empty() {
+        let refused = layer::LayerError::Protected(refused).to_string();
+        anyhow::bail!("{}", escape(&refused));
+    }
+    Ok(allowed)
 }

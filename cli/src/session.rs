@@ -20,6 +20,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
 use cordon::Runtime;
+use cordon::layer::Op;
 use cordon::output::quote;
 use cordon::runtime::MAX_INPUT_BYTES;
 use cordon::sandbox::Progress;
@@ -263,15 +264,17 @@ pub async fn serve(runtime: &Runtime, mode: Mode, preview_lines: usize) -> std::
                 let (counters, display) = session.end_turn();
                 let mut response = json!({ "counters": counters, "display": display });
                 // Each turn ends in a checkpoint of the layer, to roll back to.
-                if let Some(live) = runtime.layer() {
-                    match live.checkpoint(None) {
-                        Ok(label) => response["checkpoint"] = label.into(),
-                        Err(e) => response["error"] = e.to_string().into(),
-                    }
+                if runtime.layer().is_some()
+                    && let (Value::Object(answer), Some(response)) = (
+                        layer(runtime, Op::Checkpoint { label: None }).await,
+                        response.as_object_mut(),
+                    )
+                {
+                    response.extend(answer);
                 }
                 response
             }
-            Ok(Request::Layer(op)) => layer(runtime, op),
+            Ok(Request::Layer(op)) => layer(runtime, op).await,
             Ok(Request::Cancel(id)) => json!({
                 "error": format!("no call with the id {} is running; nothing was cancelled", quote(&id))
             }),
@@ -292,44 +295,24 @@ enum Request {
     /// A cancellation that arrived when its call was not running.
     Cancel(Value),
     /// An operation on the session's layer.
-    Layer(LayerOp),
+    Layer(Op),
 }
 
-/// What `{"layer": …}` asks of the session's layer.
-enum LayerOp {
-    Diff { stat: bool },
-    Checkpoint { label: Option<String> },
-    Checkpoints,
-    Rollback { label: String },
-    Fork { name: String },
-}
-
-/// The answer to a layer operation: what it made, or why not.
-fn layer(runtime: &Runtime, op: LayerOp) -> Value {
+/// The answer to a layer operation: what it did, as the library serializes it, or why not.
+async fn layer(runtime: &Runtime, op: Op) -> Value {
     let Some(live) = runtime.layer() else {
         return json!({
             "error": "this session has no layer; start it with --layer NAME to use layer operations"
         });
     };
-    let done = match op {
-        LayerOp::Diff { stat } => live.diff(stat).map(|diff| json!({ "diff": diff })),
-        LayerOp::Checkpoint { label } => live
-            .checkpoint(label.as_deref())
-            .map(|label| json!({ "checkpoint": label })),
-        LayerOp::Checkpoints => live.checkpoints().map(|all| {
-            let labels: Vec<String> = all.into_iter().map(|c| c.label).collect();
-            json!({ "checkpoints": labels })
-        }),
-        LayerOp::Rollback { label } => live
-            .rollback(&label)
-            .map(|()| json!({ "rolled_back": label })),
-        LayerOp::Fork { name } => live.fork(&name).map(|_| json!({ "fork": name })),
-    };
-    done.unwrap_or_else(|e| json!({ "error": e.to_string() }))
+    match live.apply(op).await {
+        Ok(done) => serde_json::to_value(done).expect("an answer serializes"),
+        Err(e) => json!({ "error": e.to_string() }),
+    }
 }
 
 /// The layer operation of a `{"layer": …}` request.
-fn layer_op(map: &serde_json::Map<String, Value>) -> Result<LayerOp, String> {
+fn layer_op(map: &serde_json::Map<String, Value>) -> Result<Op, String> {
     let text = |key: &str| -> Result<Option<String>, String> {
         match map.get(key) {
             None => Ok(None),
@@ -341,17 +324,17 @@ fn layer_op(map: &serde_json::Map<String, Value>) -> Result<LayerOp, String> {
         text(key)?.ok_or_else(|| format!("{{\"layer\": \"{op}\"}} needs \"{key}\": a string"))
     };
     Ok(match map.get("layer").and_then(Value::as_str) {
-        Some("diff") => LayerOp::Diff {
+        Some("diff") => Op::Diff {
             stat: map.get("stat") == Some(&Value::Bool(true)),
         },
-        Some("checkpoint") => LayerOp::Checkpoint {
+        Some("checkpoint") => Op::Checkpoint {
             label: text("label")?,
         },
-        Some("checkpoints") => LayerOp::Checkpoints,
-        Some("rollback") => LayerOp::Rollback {
+        Some("checkpoints") => Op::Checkpoints,
+        Some("rollback") => Op::Rollback {
             label: needs("label", "rollback")?,
         },
-        Some("fork") => LayerOp::Fork {
+        Some("fork") => Op::Fork {
             name: needs("name", "fork")?,
         },
         _ => {

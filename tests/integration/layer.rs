@@ -558,35 +558,138 @@ fn a_session_checkpoints_rolls_back_and_forks_its_layer_while_it_runs() {
 }
 
 #[test]
+fn another_terminal_changes_a_layer_in_use_between_its_calls() {
+    let c = Cordon::new().with_args(&["--layer", "deep"]);
+    c.write("a.txt", "one\n");
+    let mut live = Live::start(&c);
+    assert_eq!(live.bash("echo two >> a.txt; cat a.txt"), "one\ntwo\n");
+    // From another terminal, the running cordon checkpoints, rolls back and forks its layer
+    // between its calls, and its commands see each change.
+    assert_eq!(ok(c.run(&["layer", "checkpoint", "deep", "mid"])), "mid\n");
+    assert_eq!(
+        live.bash("echo three >> a.txt; echo x > x.txt; cat a.txt"),
+        "one\ntwo\nthree\n"
+    );
+    ok(c.run(&["layer", "rollback", "deep", "mid"]));
+    assert_eq!(live.bash("cat a.txt; ls"), "one\ntwo\na.txt\n");
+    // Forked with the changes since its last checkpoint.
+    live.bash("echo four > four.txt");
+    ok(c.run(&["layer", "fork", "deep", "other"]));
+    assert_eq!(
+        paths_of(&ok(c.run(&["layer", "diff", "other"]))),
+        ["a.txt", "four.txt"]
+    );
+    assert_eq!(live.bash("cat four.txt"), "four\n");
+    assert_eq!(ok(c.run(&["layer", "checkpoints", "deep"])), "mid\n");
+    // Discarding would remove the layer the cordon runs in.
+    let busy = c.run(&["layer", "discard", "deep"]);
+    assert_eq!(busy.code, 2);
+    assert!(
+        busy.stderr
+            .contains("is in use by a running cordon; end it first"),
+        "{}",
+        busy.stderr
+    );
+    live.finish();
+    ok(c.run(&["layer", "discard", "deep"]));
+    ok(c.run(&["layer", "diff", "other"]));
+}
+
+#[test]
+fn another_terminal_waits_for_the_running_call_and_accepts_while_the_session_goes_on() {
+    let c = Cordon::new().with_args(&["--layer", "w"]);
+    c.write("a.txt", "one\n");
+    let upper = c.data_dir().join("cordon/layers/w/upper");
+    let mut live = Live::start(&c);
+    live.send(json!({"tool": "bash", "input": {"command": "echo > started; sleep 1; echo late > late.txt"}}));
+    let started = std::time::Instant::now();
+    while !upper.join("started").exists() {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The checkpoint is taken once the call has ended: what it wrote last is in it.
+    let run = c.run(&["layer", "checkpoint", "w", "after"]);
+    assert_eq!(run.stdout, "after\n", "{run:?}");
+    assert!(
+        run.stderr
+            .contains("is running a call; waiting for it to end"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(live.receive()["status"], "completed");
+    assert!(
+        !upper.join("late.txt").exists(),
+        "late.txt was written after the checkpoint"
+    );
+    // Accepted while the session runs: the user's tree gets it, and the session goes on.
+    assert_eq!(
+        ok(c.run(&["layer", "accept", "w", "late.txt"])),
+        "added    late.txt\n"
+    );
+    assert_eq!(c.read("late.txt"), "late\n");
+    assert_eq!(
+        live.bash("cat late.txt; echo two >> a.txt; ls"),
+        "late\na.txt\nlate.txt\nstarted\n"
+    );
+    assert_eq!(
+        paths_of(&ok(c.run(&["layer", "diff", "w"]))),
+        ["a.txt", "started"]
+    );
+    // A protected change is refused from there as from an ended session.
+    live.bash("mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit");
+    let refused = c.run(&["layer", "accept", "w"]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    assert!(
+        refused.stderr.contains("refused, nothing was accepted"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!c.root().join(".git").exists());
+    live.finish();
+}
+
+#[test]
+fn a_command_cannot_change_its_own_layer_through_the_control_socket() {
+    // Granted to see the layer's directory, with sockets of any family: the socket is in
+    // reach, and the running cordon refuses what comes from its sandbox.
+    let c = Cordon::new();
+    let data = c.data_dir().display().to_string();
+    let c = c.with_args(&["--layer", "w", "--bash-read", &data, "--bash-network"]);
+    c.write("a.txt", "one\n");
+    c.write(
+        "poke.py",
+        format!(
+            "import socket\n\
+             s = socket.socket(socket.AF_UNIX)\n\
+             s.connect('{data}/cordon/layers/w/control.sock')\n\
+             s.sendall(b'{{\"layer\": \"accept\", \"paths\": [], \"unprotect\": [\"/\"]}}\\n')\n\
+             print(s.recv(4096).decode())\n"
+        ),
+    );
+    let mut live = Live::start(&c);
+    let out =
+        live.bash("mkdir -p .git/hooks && echo evil > .git/hooks/pre-commit; python3 poke.py");
+    assert!(out.contains("{\"error\":\"refused: "), "{out}");
+    assert!(!c.root().join(".git").exists());
+    assert_eq!(live.bash("cat .git/hooks/pre-commit"), "evil\n");
+    live.finish();
+}
+
+#[test]
 fn a_layer_in_use_is_changed_from_its_session_and_a_deep_stack_is_merged() {
     let c = Cordon::new().with_args(&["--layer", "deep"]);
     c.write("a.txt", "one\n");
     let mut live = Live::start(&c);
     assert_eq!(live.bash("echo two >> a.txt; cat a.txt"), "one\ntwo\n");
-    // From another terminal, the stack of a layer in use does not change.
-    let busy = c.run(&["layer", "checkpoint", "deep"]);
-    assert_eq!(busy.code, 2);
-    assert!(
-        busy.stderr.contains(
-            "is in use by a running cordon; checkpoint it, roll it back or fork it from its session"
-        ),
-        "{}",
-        busy.stderr
-    );
-    let busy = c.run(&["layer", "fork", "deep", "other"]);
-    assert!(
-        busy.stderr
-            .contains("has changes since its last checkpoint; fork it from its session"),
-        "{}",
-        busy.stderr
-    );
     // Thirty turns, each a checkpoint: past 24 levels, the lowest are merged.
     for i in 1..=30 {
         live.bash(&format!("echo {i} > f{i}.txt"));
         live.send(json!({"end_turn": true}));
         assert_eq!(live.receive()["checkpoint"], i.to_string());
     }
-    // Forked as it was at its last checkpoint, even while in use.
     ok(c.run(&["layer", "fork", "deep", "other"]));
     live.finish();
     let stack = std::fs::read_to_string(c.data_dir().join("cordon/layers/deep/stack")).unwrap();

@@ -1,14 +1,14 @@
 //! The layer's tools, offered to the model by `cordon mcp --layer-tools`: its diff, a
 //! checkpoint, and a rollback to one. Never accept or discard: the user's tree changes only
-//! when the user says so. They change the layer's mount, so each runs alone, no other call
-//! running meanwhile ([`super::Shared::layer`]).
+//! when the user says so. Those that change the layer's mount run alone, between calls
+//! ([`Live::apply`]).
 
 use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
-use cordon::layer::Live;
+use cordon::layer::{Done, Live, Op};
 use cordon::output::quote;
 
 const DIFF: &str = "layer_diff";
@@ -70,40 +70,43 @@ pub(super) fn tools() -> Vec<Tool> {
 
 /// Runs the layer's tool `name` with `input`; a failure is a tool execution error whose
 /// text says what to do.
-pub(super) fn call(live: &Live, name: &str, input: &Value) -> CallToolResult {
+pub(super) async fn call(live: &Live, name: &str, input: &Value) -> CallToolResult {
     let text = |key: &str| match input.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.as_str())),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
         Some(other) => Err(format!("\"{key}\" must be a string, got: {}", quote(other))),
     };
-    let done = match name {
-        DIFF => {
-            let stat = input.get("stat") == Some(&Value::Bool(true));
-            live.diff(stat).map_err(|e| e.to_string()).map(|diff| {
-                if diff.is_empty() {
-                    "No changes: the workspace is as the user's tree.".to_string()
-                } else {
-                    diff
-                }
-            })
-        }
-        CHECKPOINT => text("label").and_then(|label| {
-            let label = live.checkpoint(label).map_err(|e| e.to_string())?;
-            Ok(format!(
-                "Checkpoint {label} taken: layer_rollback with this label brings the \
-                 workspace back to this state."
-            ))
+    let op = match name {
+        DIFF => Ok(Op::Diff {
+            stat: input.get("stat") == Some(&Value::Bool(true)),
         }),
+        CHECKPOINT => text("label").map(|label| Op::Checkpoint { label }),
         _ => text("label").and_then(|label| {
             let label = label.ok_or("\"label\" is required: the checkpoint to roll back to")?;
-            live.rollback(label).map_err(|e| e.to_string())?;
-            Ok(format!(
-                "Rolled back to checkpoint {label}: the workspace is as it was then, and the \
-                 checkpoints taken after it are gone."
-            ))
+            Ok(Op::Rollback { label })
         }),
     };
-    match done {
+    let done = match op {
+        Ok(op) => live.apply(op).await.map_err(|e| e.to_string()),
+        Err(why) => Err(why),
+    };
+    let text = done.map(|done| match done {
+        Done::Diff(diff) if diff.is_empty() => {
+            "No changes: the workspace is as the user's tree.".to_string()
+        }
+        Done::Diff(diff) => diff,
+        Done::Checkpoint(label) => format!(
+            "Checkpoint {label} taken: layer_rollback with this label brings the workspace \
+             back to this state."
+        ),
+        Done::RolledBack(label) => format!(
+            "Rolled back to checkpoint {label}: the workspace is as it was then, and the \
+             checkpoints taken after it are gone."
+        ),
+        // No other operation is offered; its answer would be the session's.
+        other => serde_json::to_string(&other).expect("an answer serializes"),
+    });
+    match text {
         Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
         Err(why) => CallToolResult::error(vec![ContentBlock::text(why)]),
     }

@@ -99,7 +99,6 @@ pub async fn serve(
     let shared = Arc::new(Shared {
         tools,
         layer_tools,
-        layer: tokio::sync::RwLock::new(()),
         instructions: instructions(&runtime, mode),
         mode,
         runtime,
@@ -198,9 +197,6 @@ struct Shared {
     writes: Mutex<()>,
     /// Whether the layer's tools are offered (`--layer-tools`).
     layer_tools: bool,
-    /// Read by every call while it runs; written by a tool of the layer, which changes its
-    /// mount and so must run alone.
-    layer: tokio::sync::RwLock<()>,
     /// The permission questions handed to 2026-07-28 clients, by the request state that
     /// brings the answer back: the call (tool and input) each is about. Shared, because over
     /// HTTP that lifecycle has no sessions: the retry is a request of its own.
@@ -355,11 +351,9 @@ impl ServerHandler for Server {
                 && shared.layer_tools
                 && layer::is_tool(&request.name)
             {
-                let _alone = shared.layer.write().await;
                 let input = Value::Object(request.arguments.unwrap_or_default());
-                return Ok(layer::call(live, &request.name, &input).into());
+                return Ok(layer::call(live, &request.name, &input).await.into());
             }
-            let _layer = shared.layer.read().await;
             self.call(request, &context).await
         };
         // A cancelled call is dropped where it stands: its command's tree is killed, its

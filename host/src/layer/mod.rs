@@ -12,11 +12,18 @@ use std::ffi::OsString;
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+mod control;
+mod live;
+pub mod op;
 pub mod patch;
 pub mod stack;
+
+pub use control::SOCKET;
+pub use live::Live;
+pub use op::{Accept, Done, Op, apply};
 
 use crate::sandbox::Policy;
 use crate::sandbox::layer::{Keeper, UPPER};
@@ -57,22 +64,20 @@ pub enum LayerError {
     #[error("the layered workspace is unavailable: {0}")]
     Mount(#[from] crate::sandbox::layer::KeeperError),
     #[error(
-        "the layer {0} is in use by a running cordon; end it first (the layer cannot change \
-         under its mount)"
+        "the layer {0} is in use by a cordon that is starting or ending (it did not answer on \
+         {socket} in the layer's directory); try again in a moment",
+        socket = SOCKET
     )]
     Busy(PathBuf),
     #[error(
-        "the layer {0} is in use by a running cordon; checkpoint it, roll it back or fork it \
-         from its session ({{\"layer\": \"checkpoint\"}}, {{\"layer\": \"rollback\", \
-         \"label\": LABEL}}), or end that cordon first (its mount cannot change under it)"
+        "the layer {0} is in use by a running cordon; end it first: discarding removes the \
+         layer it runs in (to drop its changes and keep the layer, roll it back to a \
+         checkpoint)"
     )]
-    BusyStack(PathBuf),
-    #[error(
-        "the layer {0} is in use by a running cordon and has changes since its last \
-         checkpoint; fork it from its session ({{\"layer\": \"fork\", \"name\": NEW}}), or \
-         end that cordon first"
-    )]
-    BusyFork(PathBuf),
+    InUse(PathBuf),
+    /// What the running cordon that holds the layer answered ([`op::apply`]).
+    #[error("{0}")]
+    Answered(String),
     #[error("{0} is a layer already; name a new layer for the fork")]
     Exists(PathBuf),
     #[error(
@@ -172,85 +177,40 @@ pub fn start(dir: &Path, workspace: &Path, shell: &mut Policy) -> Result<Live, L
     }
     let keeper = mount(&shell.helper, workspace, &dir)?;
     shell.layer = Some(keeper.socket());
-    Ok(Live {
-        keeper,
-        dir,
-        workspace: workspace.to_path_buf(),
-    })
-}
-
-/// The layer a cordon runs in, with the operations its session offers: they act between
-/// calls, the keeper's mount taken down and put up again around a change of the stack.
-#[derive(Debug)]
-pub struct Live {
-    keeper: Keeper,
-    dir: PathBuf,
-    workspace: PathBuf,
-}
-
-impl Live {
-    /// The layer's merged tree, as this process reaches it.
-    pub fn merged(&self) -> PathBuf {
-        self.keeper.merged()
-    }
-
-    /// The layer's changes as a unified diff, or `git diff --stat`'s summary.
-    pub fn diff(&self, stat: bool) -> Result<String, LayerError> {
-        let changes = changes(&self.dir, &self.workspace)?;
-        let text = match stat {
-            true => patch::stat(&self.workspace, &changes),
-            false => patch::unified(&self.workspace, &changes),
-        };
-        text.map_err(io_at("read the layer", &self.dir))
-    }
-
-    /// The layer's checkpoints, the oldest first.
-    pub fn checkpoints(&self) -> Result<Vec<stack::Checkpoint>, LayerError> {
-        stack::checkpoints(&self.dir)
-    }
-
-    /// Takes a checkpoint ([`stack::checkpoint`]); returns its label. With no change since
-    /// the last level, only the label is written: the mount, and the commands' sandbox, stay.
-    pub fn checkpoint(&self, label: Option<&str>) -> Result<String, LayerError> {
-        if stack::upper_empty(&self.dir)? {
-            return stack::checkpoint_unmounted(&self.dir, label);
-        }
-        self.remounting(|| stack::checkpoint_unmounted(&self.dir, label))
-    }
-
-    /// Rolls the layer back to the checkpoint `label` ([`stack::rollback`]).
-    pub fn rollback(&self, label: &str) -> Result<(), LayerError> {
-        if !self.checkpoints()?.iter().any(|c| c.label == label) {
-            return Err(LayerError::NoCheckpoint {
-                label: label.into(),
-                layer: self.dir.clone(),
-            });
-        }
-        self.remounting(|| stack::rollback_unmounted(&self.dir, label))
-    }
-
-    /// Forks the layer, as it is now, into the layer `name` ([`stack::fork`]); returns the
-    /// fork's directory.
-    pub fn fork(&self, name: &str) -> Result<PathBuf, LayerError> {
-        let new = dir(name)?;
-        stack::free(&new)?;
-        self.remounting(|| stack::fork_unmounted(&self.dir, &new))?;
-        Ok(new)
-    }
-
-    fn remounting<T>(
-        &self,
-        change: impl FnOnce() -> Result<T, LayerError>,
-    ) -> Result<T, LayerError> {
-        self.keeper.remounting(change)?
-    }
+    Live::serve(keeper, dir, workspace.to_path_buf())
 }
 
 /// Makes the directory `dir` a layer over `workspace`.
 fn make(dir: &Path, workspace: &Path) -> Result<(), LayerError> {
-    fs::create_dir_all(dir).map_err(io_at("create the layer", dir))?;
+    make_private(dir)?;
     let text = workspace.as_os_str().as_encoded_bytes();
     fs::write(dir.join(WORKSPACE), text).map_err(io_at("create the layer", dir))
+}
+
+/// Makes the directory of a layer, which only its owner may enter: its sockets hand out its
+/// tree and take operations on it.
+fn make_private(dir: &Path) -> Result<(), LayerError> {
+    if let Some(parent) = dir.parent() {
+        fs::create_dir_all(parent).map_err(io_at("create the layer", dir))?;
+    }
+    fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .or_else(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => Ok(()),
+            _ => Err(e),
+        })
+        .map_err(io_at("create the layer", dir))
+}
+
+/// The layer's changes as a unified diff, or `git diff --stat`'s summary.
+fn diff(dir: &Path, workspace: &Path, stat: bool) -> Result<String, LayerError> {
+    let changes = changes(dir, workspace)?;
+    let text = match stat {
+        true => patch::stat(workspace, &changes),
+        false => patch::unified(workspace, &changes),
+    };
+    text.map_err(io_at("read the layer", dir))
 }
 
 /// Starts the keeper of the layer at `dir` over `workspace`.
@@ -270,7 +230,8 @@ pub fn redirect(specs: &mut [crate::spec::Spec], workspace: &Path, merged: &Path
 }
 
 /// What became of one file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
     Added,
     Modified,
@@ -278,7 +239,7 @@ pub enum ChangeKind {
 }
 
 /// One changed file (or symbolic link) of a layer, relative to the workspace.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Change {
     pub path: PathBuf,
     pub kind: ChangeKind,
@@ -435,48 +396,68 @@ pub fn lock(dir: &Path) -> Result<File, LayerError> {
     }
 }
 
-/// Copies the layer's changes at or below `paths` (all when none) into `workspace`, each file
-/// written under a temporary name and renamed over its own, deletions made; then takes them
-/// out of the layer. A protected path among them refuses the whole accept unless
-/// `unprotect` relaxes it or `allow`, asked with the change and the refusal's text, says yes.
-/// Returns what was accepted.
-pub fn accept(
+/// The changes of the layer at `dir` at or below `paths` (all when none; relative to
+/// `workspace`, or in it), each with the refusal's text when a protected path that `unprotect`
+/// does not relax: what an accept of them would take, or refuse.
+pub fn judged(
     dir: &Path,
     workspace: &Path,
     paths: &[PathBuf],
     unprotect: &[PathBuf],
-    mut allow: impl FnMut(&Change, &str) -> bool,
+) -> Result<Vec<(Change, Option<String>)>, LayerError> {
+    let all = changes(dir, workspace)?;
+    let rel = |p: &PathBuf| p.strip_prefix(workspace).unwrap_or(p).to_path_buf();
+    let paths: Vec<PathBuf> = paths.iter().map(rel).collect();
+    if let Some(p) = paths
+        .iter()
+        .find(|p| !all.iter().any(|c| c.path.starts_with(p)))
+    {
+        return Err(LayerError::NoChange(p.display().to_string()));
+    }
+    let guard = Guard::new(workspace, unprotect);
+    Ok(all
+        .into_iter()
+        .filter(|c| paths.is_empty() || paths.iter().any(|p| c.path.starts_with(p)))
+        .map(|c| {
+            let refusal = guard.rule_for(&workspace.join(&c.path));
+            let refusal = refusal.map(|rule| guard.refusal(&rule));
+            (c, refusal)
+        })
+        .collect())
+}
+
+/// Copies the layer's changes that `accept` takes into `workspace`, each file written under
+/// a temporary name and renamed over its own, deletions made; then takes them out of the
+/// layer. A protected change among them that is neither unprotected nor allowed refuses the
+/// whole accept. Returns what was accepted. The layer must not be in use.
+pub fn accept(
+    dir: &Path,
+    workspace: &Path,
+    accept: &op::Accept,
 ) -> Result<Vec<Change>, LayerError> {
     let _lock = lock(dir)?;
+    accept_unmounted(dir, workspace, accept)
+}
+
+/// [`accept`] of a layer locked or unmounted by its caller.
+fn accept_unmounted(
+    dir: &Path,
+    workspace: &Path,
+    accept: &op::Accept,
+) -> Result<Vec<Change>, LayerError> {
     if stack::shared(dir)? {
         return Err(LayerError::Shared(dir.into()));
     }
-    let all = changes(dir, workspace)?;
-    let chosen: Vec<Change> = if paths.is_empty() {
-        all
-    } else {
-        let rel = |p: &PathBuf| p.strip_prefix(workspace).unwrap_or(p).to_path_buf();
-        let paths: Vec<PathBuf> = paths.iter().map(rel).collect();
-        if let Some(p) = paths
-            .iter()
-            .find(|p| !all.iter().any(|c| c.path.starts_with(p)))
-        {
-            return Err(LayerError::NoChange(p.display().to_string()));
-        }
-        all.into_iter()
-            .filter(|c| paths.iter().any(|p| c.path.starts_with(p)))
-            .collect()
-    };
-    let guard = Guard::new(workspace, unprotect);
-    let refused: Vec<String> = chosen
+    let judged = judged(dir, workspace, &accept.paths, &accept.unprotect)?;
+    let refused: Vec<String> = judged
         .iter()
-        .filter_map(|c| Some((c, guard.refusal(&guard.rule_for(&workspace.join(&c.path))?))))
-        .filter(|(change, refusal)| !allow(change, refusal))
-        .map(|(_, refusal)| refusal)
+        .filter(|(change, _)| !accept.allowed.contains(&change.path))
+        .filter_map(|(_, why)| why.clone())
         .collect();
     if !refused.is_empty() {
         return Err(LayerError::Protected(refused));
     }
+    let chosen: Vec<Change> = judged.into_iter().map(|(change, _)| change).collect();
     // Taken out of the layer below, an accepted file must not show an older version of it.
     stack::flatten(dir)?;
     let upper = dir.join(UPPER);
@@ -564,7 +545,10 @@ fn settle(upper: &Path, rel: &Path) -> io::Result<()> {
 /// Removes the layer at `dir`: its changes, mount directories and all, but the levels that
 /// its forks still use.
 pub fn discard(dir: &Path) -> Result<(), LayerError> {
-    let lock = lock(dir)?;
+    let lock = lock(dir).map_err(|e| match e {
+        LayerError::Busy(dir) => LayerError::InUse(dir),
+        e => e,
+    })?;
     if !dir.join(UPPER).is_dir() {
         return Err(LayerError::NotALayer(dir.into()));
     }

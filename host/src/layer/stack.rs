@@ -283,16 +283,8 @@ pub fn checkpoint_unmounted(dir: &Path, label: Option<&str>) -> Result<String, L
 
 /// Takes a checkpoint of the layer at `dir`, which no cordon may be using.
 pub fn checkpoint(dir: &Path, label: Option<&str>) -> Result<String, LayerError> {
-    let _lock = lock_stack(dir)?;
+    let _lock = lock(dir)?;
     checkpoint_unmounted(dir, label)
-}
-
-/// The layer at `dir` locked, to change its stack from outside a session.
-fn lock_stack(dir: &Path) -> Result<fs::File, LayerError> {
-    lock(dir).map_err(|e| match e {
-        LayerError::Busy(dir) => LayerError::BusyStack(dir),
-        e => e,
-    })
 }
 
 /// Brings the layer at `dir` back to the checkpoint `label`: the levels above it are dropped
@@ -322,7 +314,7 @@ pub fn rollback_unmounted(dir: &Path, label: &str) -> Result<(), LayerError> {
 
 /// Rolls the layer at `dir`, which no cordon may be using, back to the checkpoint `label`.
 pub fn rollback(dir: &Path, label: &str) -> Result<(), LayerError> {
-    let _lock = lock_stack(dir)?;
+    let _lock = lock(dir)?;
     rollback_unmounted(dir, label)
 }
 
@@ -334,19 +326,12 @@ pub fn fork_unmounted(dir: &Path, new: &Path) -> Result<(), LayerError> {
     make_fork(dir, new, &stack)
 }
 
-/// Forks the layer at `dir` into `new`. A layer in use can be forked only as it was at its
-/// last checkpoint: with changes since, it is refused.
+/// Forks the layer at `dir`, which no cordon may be using, into `new`.
 pub fn fork(dir: &Path, new: &Path) -> Result<(), LayerError> {
     super::workspace_of(dir)?;
     free(new)?;
-    // In use, its upper directory is mounted and cannot be frozen; its levels can be shared.
-    let (_lock, stack) = match lock(dir) {
-        Ok(lock) => (Some(lock), freeze(dir)?),
-        Err(LayerError::Busy(_)) if upper_empty(dir)? => (None, levels(dir)?),
-        Err(LayerError::Busy(_)) => return Err(LayerError::BusyFork(dir.into())),
-        Err(e) => return Err(e),
-    };
-    make_fork(dir, new, &stack)
+    let _lock = lock(dir)?;
+    fork_unmounted(dir, new)
 }
 
 /// Refuses a fork's directory that is a layer or holds something else.
@@ -375,8 +360,8 @@ fn make_fork(dir: &Path, new: &Path, stack: &[PathBuf]) -> Result<(), LayerError
 }
 
 fn stack_onto(dir: &Path, new: &Path, stack: &[PathBuf]) -> Result<(), LayerError> {
-    let at = io_at("create the fork", new);
-    fs::create_dir_all(new.join(UPPER)).map_err(at)?;
+    super::make_private(new)?;
+    fs::create_dir(new.join(UPPER)).map_err(io_at("create the fork", new))?;
     for level in stack {
         take(new, level).map_err(|e| match e.raw_os_error() {
             Some(libc::EXDEV) => LayerError::OtherFileSystem(new.into(), dir.into()),

@@ -171,6 +171,11 @@ impl Runtime {
             want_diff: self.resolved.diffs,
         };
         let name = &call.tool.declaration.name;
+        // The layer's mount stays as it is while the call runs.
+        let _layer = match &self.layer {
+            Some(live) => Some(live.using().await),
+            None => None,
+        };
         match call
             .plugin
             .call(name, call.input.to_string(), context, watch)

@@ -1,0 +1,101 @@
+//! What may be asked of a layer, and what each operation answers: one set of operations for a
+//! session's `{"layer": …}` requests, the MCP tools and `cordon layer` from another terminal,
+//! so that a running cordon does for another terminal what its session would ([`apply`]).
+//!
+//! Serialized, an operation is the session's request (`{"layer": "rollback", "label": "2"}`)
+//! and its answer the session's answer (`{"rolled_back": "2"}`).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Change, LayerError, control, stack};
+
+/// An operation on a layer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "layer", rename_all = "snake_case")]
+pub enum Op {
+    /// Its changes as a unified diff, or a summary per file (`stat`).
+    Diff {
+        #[serde(default)]
+        stat: bool,
+    },
+    /// Freezes its state under `label` (the next free number when none).
+    Checkpoint { label: Option<String> },
+    /// Lists its checkpoints, the oldest first.
+    Checkpoints,
+    /// Brings it back to the checkpoint `label`.
+    Rollback { label: String },
+    /// Makes the layer `name` (a name, or a path with a '/') from its current state.
+    Fork { name: String },
+    /// Copies its changes into the workspace ([`super::accept`]).
+    Accept(Accept),
+}
+
+/// What an accept takes: the changes at or below `paths` (all when none; relative to the
+/// workspace, or in it). A change to a protected path refuses the whole accept unless
+/// `unprotect` relaxes its rule or it is `allowed` (by its path in the layer: the user said
+/// yes to that change).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accept {
+    #[serde(default)]
+    pub paths: Vec<PathBuf>,
+    #[serde(default)]
+    pub unprotect: Vec<PathBuf>,
+    #[serde(default)]
+    pub allowed: Vec<PathBuf>,
+}
+
+/// What an operation did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Done {
+    Diff(String),
+    Checkpoint(String),
+    Checkpoints(Vec<String>),
+    RolledBack(String),
+    Fork(String),
+    Accepted(Vec<Change>),
+}
+
+impl Op {
+    /// Whether it only reads the layer: it may run beside the calls of a cordon using it.
+    pub(super) fn reads(&self) -> bool {
+        matches!(self, Op::Diff { .. } | Op::Checkpoints)
+    }
+}
+
+/// Does `op` to the layer at `dir`, from any process. When a running cordon uses the layer,
+/// that cordon does what changes it between two of its calls ([`super::Live`]); `waiting` is
+/// told when a call is running and the operation waits for its end. Else it is done here,
+/// the layer locked.
+pub fn apply(dir: &Path, op: Op, waiting: impl FnMut()) -> Result<Done, LayerError> {
+    let workspace = super::workspace_of(dir)?;
+    if !op.reads()
+        && let Some(answer) = control::ask(dir, &op, waiting)?
+    {
+        return answer;
+    }
+    Ok(match op {
+        Op::Diff { stat } => Done::Diff(super::diff(dir, &workspace, stat)?),
+        Op::Checkpoints => labels(dir)?,
+        Op::Checkpoint { label } => Done::Checkpoint(stack::checkpoint(dir, label.as_deref())?),
+        Op::Rollback { label } => {
+            stack::rollback(dir, &label)?;
+            Done::RolledBack(label)
+        }
+        Op::Fork { name } => {
+            stack::fork(dir, &super::dir(&name)?)?;
+            Done::Fork(name)
+        }
+        Op::Accept(accept) => Done::Accepted(super::accept(dir, &workspace, &accept)?),
+    })
+}
+
+/// The labels of the checkpoints of the layer at `dir`, the oldest first.
+pub(super) fn labels(dir: &Path) -> Result<Done, LayerError> {
+    let all = stack::checkpoints(dir)?;
+    Ok(Done::Checkpoints(
+        all.into_iter().map(|c| c.label).collect(),
+    ))
+}
