@@ -12,6 +12,7 @@
 //! ends the session, once the call running ends.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::transport::io::{StdioReader, StdioWriter};
@@ -20,7 +21,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
 use cordon::Runtime;
-use cordon::layer::Op;
+use cordon::layer::{Accept, Op};
 use cordon::output::quote;
 use cordon::runtime::MAX_INPUT_BYTES;
 use cordon::sandbox::Progress;
@@ -299,12 +300,17 @@ enum Request {
 }
 
 /// The answer to a layer operation: what it did, as the library serializes it, or why not.
-async fn layer(runtime: &Runtime, op: Op) -> Value {
+/// An accept takes what the session was started with `--unprotect` too.
+async fn layer(runtime: &Runtime, mut op: Op) -> Value {
     let Some(live) = runtime.layer() else {
         return json!({
             "error": "this session has no layer; start it with --layer NAME to use layer operations"
         });
     };
+    if let Op::Accept(accept) = &mut op {
+        let started = runtime.resolved().shell.unprotect.iter().cloned();
+        accept.unprotect.extend(started);
+    }
     match live.apply(op).await {
         Ok(done) => serde_json::to_value(done).expect("an answer serializes"),
         Err(e) => json!({ "error": e.to_string() }),
@@ -323,6 +329,17 @@ fn layer_op(map: &serde_json::Map<String, Value>) -> Result<Op, String> {
     let needs = |key: &str, op: &str| -> Result<String, String> {
         text(key)?.ok_or_else(|| format!("{{\"layer\": \"{op}\"}} needs \"{key}\": a string"))
     };
+    let paths = |key: &str| -> Result<Vec<PathBuf>, String> {
+        let bad = |got: &Value| format!("\"{key}\" must be a list of paths, got: {}", quote(got));
+        match map.get(key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(all)) => all
+                .iter()
+                .map(|p| p.as_str().map(PathBuf::from).ok_or_else(|| bad(p)))
+                .collect(),
+            Some(other) => Err(bad(other)),
+        }
+    };
     Ok(match map.get("layer").and_then(Value::as_str) {
         Some("diff") => Op::Diff {
             stat: map.get("stat") == Some(&Value::Bool(true)),
@@ -337,9 +354,14 @@ fn layer_op(map: &serde_json::Map<String, Value>) -> Result<Op, String> {
         Some("fork") => Op::Fork {
             name: needs("name", "fork")?,
         },
+        Some("accept") => Op::Accept(Accept {
+            paths: paths("paths")?,
+            unprotect: paths("unprotect")?,
+            allowed: Vec::new(),
+        }),
         _ => {
             return Err(format!(
-                "\"layer\" must be \"diff\", \"checkpoint\", \"checkpoints\", \"rollback\" or \"fork\", got: {}",
+                "\"layer\" must be \"diff\", \"checkpoint\", \"checkpoints\", \"rollback\", \"fork\" or \"accept\", got: {}",
                 quote(&map["layer"])
             ));
         }

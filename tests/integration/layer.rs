@@ -679,6 +679,59 @@ fn a_command_cannot_change_its_own_layer_through_the_control_socket() {
 }
 
 #[test]
+fn a_session_accepts_its_layers_changes_and_refuses_a_protected_one() {
+    let c = Cordon::new().with_args(&["--layer", "work"]);
+    c.write("a.txt", "one\n");
+    let command =
+        "echo two >> a.txt; echo b > b.txt; mkdir -p .git/hooks; echo x > .git/hooks/pre-commit";
+    let lines = [
+        json!({"tool": "bash", "input": {"command": command}}),
+        json!({"layer": "accept", "paths": ["a.txt"]}),
+        json!({"layer": "accept"}),
+        json!({"layer": "accept", "paths": "b.txt"}),
+        json!({"layer": "accept", "paths": ["b.txt", "nope.txt"]}),
+        json!({"tool": "bash", "input": {"command": "cat a.txt b.txt"}}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let out = c.session(input);
+    assert_eq!(
+        out[1],
+        json!({"accepted": [{"path": "a.txt", "kind": "modified"}]})
+    );
+    let refused = out[2]["error"].as_str().unwrap();
+    assert!(
+        refused.starts_with("refused, nothing was accepted: .git/hooks is protected"),
+        "{refused}"
+    );
+    assert!(
+        out[3]["error"]
+            .as_str()
+            .unwrap()
+            .contains("\"paths\" must be a list of paths"),
+        "{}",
+        out[3]
+    );
+    assert!(
+        out[4]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no change in the layer at nope.txt"),
+        "{}",
+        out[4]
+    );
+    assert_eq!(out[5]["output"], "one\ntwo\nb\n");
+    assert_eq!(c.read("a.txt"), "one\ntwo\n");
+    assert!(!c.root().join("b.txt").exists());
+    assert!(!c.root().join(".git").exists());
+    // Named with --unprotect when the session started, it is accepted.
+    let c = c.with_args(&["--unprotect", ".git/hooks"]);
+    let out = c.session(format!("{}\n", json!({"layer": "accept"})));
+    let accepted = out[0]["accepted"].as_array().unwrap();
+    assert_eq!(accepted.len(), 2, "{}", out[0]);
+    assert_eq!(c.read(".git/hooks/pre-commit"), "x\n");
+}
+
+#[test]
 fn a_layer_in_use_is_changed_from_its_session_and_a_deep_stack_is_merged() {
     let c = Cordon::new().with_args(&["--layer", "deep"]);
     c.write("a.txt", "one\n");

@@ -109,8 +109,14 @@ fn serve(held: &Held, stream: UnixStream) {
         line.push('\n');
         let _ = (&stream).write_all(line.as_bytes());
     };
+    // Read before the peer is judged, so that a refused one still gets its answer.
+    let line = read_line(&stream);
     let answer = peer_allowed(&stream)
-        .and_then(|()| request(&stream))
+        .and_then(|()| line)
+        .and_then(|line| {
+            serde_json::from_str(&line)
+                .map_err(|e| format!("not a layer operation ({e}): {line:?}"))
+        })
         .and_then(|op| {
             held.apply_blocking(op, || send(&Reply::Waiting))
                 .map_err(|e| e.to_string())
@@ -121,14 +127,14 @@ fn serve(held: &Held, stream: UnixStream) {
     });
 }
 
-/// Reads the operation of a connection.
-fn request(stream: &UnixStream) -> Result<Op, String> {
+/// Reads the line of a connection's operation.
+fn read_line(stream: &UnixStream) -> Result<String, String> {
     let _ = stream.set_read_timeout(Some(REQUEST_WAIT));
     let mut line = String::new();
     BufReader::new(stream.take(MAX_REQUEST))
         .read_line(&mut line)
         .map_err(|e| format!("cannot read the operation: {e}"))?;
-    serde_json::from_str(&line).map_err(|e| format!("not a layer operation ({e}): {line:?}"))
+    Ok(line)
 }
 
 /// Whether the process at the other end may change the layer: its owner's (or root's), in

@@ -244,7 +244,8 @@ pub struct Change {
     pub path: PathBuf,
     pub kind: ChangeKind,
     /// The layer's version of the file: in its upper directory or in a frozen level (none
-    /// for a deletion).
+    /// for a deletion). Not told to another process: a path inside the layer's directory.
+    #[serde(skip)]
     pub source: Option<PathBuf>,
 }
 

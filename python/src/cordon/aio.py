@@ -320,6 +320,25 @@ class AsyncSession:
         Returns its name."""
         return str((await self._layer({"layer": "fork", "name": name}))["fork"])
 
+    async def accept(
+        self,
+        paths: Sequence[StrPath] = (),
+        *,
+        unprotect: Sequence[StrPath] = (),
+    ) -> list[tuple[str, str]]:
+        """Copies the layer's changes at or below ``paths`` (all when none) into the real
+        workspace, each file atomically, between two calls; returns what it took as
+        ``(kind, path)`` pairs, ``kind`` one of ``added``, ``modified``, ``deleted``. A change to
+        a protected path (git hooks, ``.envrc``, …) refuses the whole accept with a
+        :class:`LayerError`, unless ``unprotect`` (or the session's own) names it."""
+        request: dict[str, Any] = {
+            "layer": "accept",
+            "paths": [os.fspath(p) for p in paths],
+            "unprotect": [os.fspath(p) for p in unprotect],
+        }
+        accepted = (await self._layer(request))["accepted"]
+        return [(str(change["kind"]), str(change["path"])) for change in accepted]
+
     async def _layer(self, request: dict[str, Any]) -> dict[str, Any]:
         """Sends a request that may touch the layer: a refusal is a :class:`LayerError`."""
         try:

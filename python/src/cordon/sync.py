@@ -188,6 +188,15 @@ class Session:
         """Forks the layer as ``name`` (see :meth:`AsyncSession.fork`)."""
         return self._run(self._session.fork(name))
 
+    def accept(
+        self,
+        paths: Sequence[StrPath] = (),
+        *,
+        unprotect: Sequence[StrPath] = (),
+    ) -> list[tuple[str, str]]:
+        """Accepts the layer's changes into the workspace (see :meth:`AsyncSession.accept`)."""
+        return self._run(self._session.accept(paths, unprotect=unprotect))
+
     def cancel(self) -> bool:
         """Cancels the call running (from another thread); see :meth:`AsyncSession.cancel`."""
         return self._run(self._session.cancel())
