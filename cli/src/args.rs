@@ -117,7 +117,7 @@ pub enum Command {
     Mcp(McpArgs),
     /// Review, accept or discard the changes of a layer, checkpoint, roll back or fork it (see
     /// --layer and docs/layers.md). A cordon running in the layer does what changes it
-    /// between its calls; discard is refused while it runs.
+    /// between its calls.
     Layer {
         #[command(subcommand)]
         command: LayerCommand,
@@ -216,8 +216,8 @@ pub enum LayerCommand {
         /// Paths relative to the workspace; the default is every change.
         paths: Vec<PathBuf>,
     },
-    /// Drop the layer and every change in it (the levels its forks share stay theirs); not
-    /// while a cordon runs in it.
+    /// Drop the layer and every change in it (the levels its forks share stay theirs). A
+    /// cordon running in it drops the changes at once and the layer when it ends.
     Discard {
         /// The layer: a name or a path, as --layer takes it.
         layer: String,

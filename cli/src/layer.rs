@@ -37,10 +37,6 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::R
             }
             return Ok(ExitCode::SUCCESS);
         }
-        LayerCommand::Discard { layer } => {
-            layer::discard(&layer::dir(&layer)?)?;
-            return Ok(ExitCode::SUCCESS);
-        }
         LayerCommand::Accept { layer, paths } => {
             let dir = layer::dir(&layer)?;
             let workspace = layer::workspace_of(&dir)?;
@@ -59,6 +55,7 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::R
         LayerCommand::Checkpoint { layer, label } => (layer, Op::Checkpoint { label }),
         LayerCommand::Rollback { layer, label } => (layer, Op::Rollback { label }),
         LayerCommand::Checkpoints { layer } => (layer, Op::Checkpoints),
+        LayerCommand::Discard { layer } => (layer, Op::Discard),
         LayerCommand::Fork { layer, new } => {
             // The fork's directory as this terminal names it, not as the running cordon would.
             let name = layer::dir(&new)?.into_os_string().into_string();
@@ -87,7 +84,11 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::R
             }
         }
         Done::Diff(text) => std::io::stdout().lock().write_all(text.as_bytes())?,
-        Done::RolledBack(_) | Done::Fork(_) => {}
+        Done::Discarded { pending: true } => eprintln!(
+            "cordon: a cordon runs in the layer: it dropped every change and checkpoint, goes on \
+             over the workspace as it is, and removes the layer when it ends"
+        ),
+        Done::RolledBack(_) | Done::Fork(_) | Done::Discarded { pending: false } => {}
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -359,9 +359,10 @@ fn layer_op(map: &serde_json::Map<String, Value>) -> Result<Op, String> {
             unprotect: paths("unprotect")?,
             allowed: Vec::new(),
         }),
+        Some("discard") => Op::Discard,
         _ => {
             return Err(format!(
-                "\"layer\" must be \"diff\", \"checkpoint\", \"checkpoints\", \"rollback\", \"fork\" or \"accept\", got: {}",
+                "\"layer\" must be \"diff\", \"checkpoint\", \"checkpoints\", \"rollback\", \"fork\", \"accept\" or \"discard\", got: {}",
                 quote(&map["layer"])
             ));
         }

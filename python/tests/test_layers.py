@@ -37,12 +37,13 @@ def test_a_layer_holds_the_changes_until_accepted(workspace: Path, tmp_path: Pat
     assert (workspace / "b.txt").read_text() == "new\n"
 
 
-def test_accept_takes_changes_into_the_workspace_while_the_session_goes_on(
+def test_accept_and_discard_while_the_session_goes_on(
     workspace: Path, tmp_path: Path
 ) -> None:
     (workspace / "a.txt").write_text("one\n")
     with layered(workspace, tmp_path / "layer") as s:
-        s.bash("echo two >> a.txt; echo b > b.txt; mkdir -p .git/hooks; echo x > .git/hooks/post-merge")
+        s.bash("echo two >> a.txt; echo b > b.txt")
+        s.bash("mkdir -p .git/hooks; echo x > .git/hooks/post-merge")
         assert s.accept(["a.txt"]) == [("modified", "a.txt")]
         assert (workspace / "a.txt").read_text() == "one\ntwo\n"
         with pytest.raises(cordon.LayerError) as refused:
@@ -53,7 +54,12 @@ def test_accept_takes_changes_into_the_workspace_while_the_session_goes_on(
         assert sorted(taken) == [("added", ".git/hooks/post-merge"), ("added", "b.txt")]
         assert s.diff() == ""
         assert s.bash("cat a.txt b.txt").output == "one\ntwo\nb\n"
+        s.bash("echo c > c.txt")
+        s.discard()
+        assert s.diff() == "" and s.checkpoints() == []
+        assert s.bash("test -e c.txt || echo gone").output == "gone\n"
     assert (workspace / ".git/hooks/post-merge").read_text() == "x\n"
+    assert not (tmp_path / "layer").exists()
 
 
 def test_rollback_restores_a_checkpoint_and_each_turn_ends_in_one(

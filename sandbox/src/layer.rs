@@ -231,10 +231,17 @@ fn answer(stdout: &mut BufReader<ChildStdout>) -> Result<(), KeeperError> {
     }
 }
 
-impl Drop for Keeper {
-    fn drop(&mut self) {
+impl Keeper {
+    /// Ends the keeper, and with it the mount, and waits until it has ended.
+    pub fn end(&mut self) {
         drop(self.io.lock().unwrap_or_else(|e| e.into_inner()).take());
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.end();
     }
 }
 

@@ -581,18 +581,32 @@ fn another_terminal_changes_a_layer_in_use_between_its_calls() {
     );
     assert_eq!(live.bash("cat four.txt"), "four\n");
     assert_eq!(ok(c.run(&["layer", "checkpoints", "deep"])), "mid\n");
-    // Discarding would remove the layer the cordon runs in.
-    let busy = c.run(&["layer", "discard", "deep"]);
-    assert_eq!(busy.code, 2);
+    // Discarded while in use: every change and checkpoint goes at once, the session goes on
+    // over the workspace as it is, and the layer goes when the session ends.
+    let discarded = c.run(&["layer", "discard", "deep"]);
+    assert_eq!(discarded.code, 0, "{discarded:?}");
     assert!(
-        busy.stderr
-            .contains("is in use by a running cordon; end it first"),
+        discarded.stderr.contains("removes the layer when it ends"),
         "{}",
-        busy.stderr
+        discarded.stderr
     );
+    assert_eq!(live.bash("cat a.txt; ls"), "one\na.txt\n");
+    assert_eq!(ok(c.run(&["layer", "checkpoints", "deep"])), "");
+    assert_eq!(ok(c.run(&["layer", "diff", "deep"])), "");
     live.finish();
-    ok(c.run(&["layer", "discard", "deep"]));
-    ok(c.run(&["layer", "diff", "other"]));
+    let gone = c.run(&["layer", "diff", "deep"]);
+    assert!(gone.stderr.contains("there is no layer"), "{gone:?}");
+    // The fork keeps the levels it shared.
+    assert_eq!(
+        paths_of(&ok(c.run(&["layer", "diff", "other"]))),
+        ["a.txt", "four.txt"]
+    );
+    ok(c.run(&["layer", "discard", "other"]));
+    let left: Vec<_> = std::fs::read_dir(c.data_dir().join("cordon/layers"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 #[test]
@@ -725,10 +739,22 @@ fn a_session_accepts_its_layers_changes_and_refuses_a_protected_one() {
     assert!(!c.root().join(".git").exists());
     // Named with --unprotect when the session started, it is accepted.
     let c = c.with_args(&["--unprotect", ".git/hooks"]);
-    let out = c.session(format!("{}\n", json!({"layer": "accept"})));
+    let lines = [
+        json!({"layer": "accept"}),
+        json!({"tool": "bash", "input": {"command": "echo c > c.txt"}}),
+        json!({"layer": "discard"}),
+        json!({"tool": "bash", "input": {"command": "ls"}}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let out = c.session(input);
     let accepted = out[0]["accepted"].as_array().unwrap();
     assert_eq!(accepted.len(), 2, "{}", out[0]);
     assert_eq!(c.read(".git/hooks/pre-commit"), "x\n");
+    // Discarded, the session goes on over the workspace as it is; the layer goes at its end.
+    assert_eq!(out[2], json!({"discarded": {"pending": true}}));
+    assert_eq!(out[3]["output"], "a.txt\nb.txt\n");
+    assert!(!c.root().join("c.txt").exists());
+    assert!(!c.data_dir().join("cordon/layers/work").exists());
 }
 
 #[test]

@@ -112,7 +112,7 @@ fn serve(held: &Held, stream: UnixStream) {
     // Read before the peer is judged, so that a refused one still gets its answer.
     let line = read_line(&stream);
     let answer = peer_allowed(&stream)
-        .and_then(|()| line)
+        .and(line)
         .and_then(|line| {
             serde_json::from_str(&line)
                 .map_err(|e| format!("not a layer operation ({e}): {line:?}"))

@@ -8,13 +8,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{RwLock, RwLockReadGuard};
 
 use super::op::{self, Done, Op};
 use super::{Keeper, LayerError, control, stack};
 
-/// The layer a cordon runs in; dropping it ends the keeper, and with it the mount.
+/// The layer a cordon runs in; dropping it ends the keeper, and with it the mount (and removes
+/// the layer if it was discarded meanwhile).
 #[derive(Debug)]
 pub struct Live {
     /// Serves other terminals; dropped (and waited for) before the keeper ends.
@@ -30,6 +32,8 @@ pub(super) struct Held {
     workspace: PathBuf,
     /// Shared by the calls running; taken alone by an operation that changes the mount.
     gate: RwLock<()>,
+    /// Discarded while in use: removed once the keeper has ended.
+    discarded: AtomicBool,
 }
 
 impl Live {
@@ -44,6 +48,7 @@ impl Live {
             dir,
             workspace,
             gate: RwLock::new(()),
+            discarded: AtomicBool::new(false),
         });
         let control = control::Server::start(held.clone())
             .map_err(super::io_at("listen in the layer", &held.dir))?;
@@ -128,6 +133,11 @@ impl Held {
             Op::Accept(accept) => Done::Accepted(
                 self.remounting(|| super::accept_unmounted(dir, &self.workspace, &accept))?,
             ),
+            Op::Discard => {
+                self.remounting(|| stack::empty_unmounted(dir))?;
+                self.discarded.store(true, Ordering::Release);
+                Done::Discarded { pending: true }
+            }
         })
     }
 
@@ -137,5 +147,16 @@ impl Held {
         change: impl FnOnce() -> Result<T, LayerError>,
     ) -> Result<T, LayerError> {
         self.keeper.remounting(change)?
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.discarded.load(Ordering::Acquire) {
+            self.keeper.end();
+            if let Err(e) = super::discard(&self.dir) {
+                tracing::warn!("the layer discarded while in use was not removed: {e}");
+            }
+        }
     }
 }

@@ -69,12 +69,6 @@ pub enum LayerError {
         socket = SOCKET
     )]
     Busy(PathBuf),
-    #[error(
-        "the layer {0} is in use by a running cordon; end it first: discarding removes the \
-         layer it runs in (to drop its changes and keep the layer, roll it back to a \
-         checkpoint)"
-    )]
-    InUse(PathBuf),
     /// What the running cordon that holds the layer answered ([`op::apply`]).
     #[error("{0}")]
     Answered(String),
@@ -546,10 +540,7 @@ fn settle(upper: &Path, rel: &Path) -> io::Result<()> {
 /// Removes the layer at `dir`: its changes, mount directories and all, but the levels that
 /// its forks still use.
 pub fn discard(dir: &Path) -> Result<(), LayerError> {
-    let lock = lock(dir).map_err(|e| match e {
-        LayerError::Busy(dir) => LayerError::InUse(dir),
-        e => e,
-    })?;
+    let lock = lock(dir)?;
     if !dir.join(UPPER).is_dir() {
         return Err(LayerError::NotALayer(dir.into()));
     }

@@ -30,6 +30,9 @@ pub enum Op {
     Fork { name: String },
     /// Copies its changes into the workspace ([`super::accept`]).
     Accept(Accept),
+    /// Removes it ([`super::discard`]). A cordon running in it drops every change and
+    /// checkpoint at once, goes on over the workspace as it is, and removes it when it ends.
+    Discard,
 }
 
 /// What an accept takes: the changes at or below `paths` (all when none; relative to the
@@ -56,6 +59,10 @@ pub enum Done {
     RolledBack(String),
     Fork(String),
     Accepted(Vec<Change>),
+    /// `pending`: a cordon runs in it, and removes it when it ends.
+    Discarded {
+        pending: bool,
+    },
 }
 
 impl Op {
@@ -89,6 +96,10 @@ pub fn apply(dir: &Path, op: Op, waiting: impl FnMut()) -> Result<Done, LayerErr
             Done::Fork(name)
         }
         Op::Accept(accept) => Done::Accepted(super::accept(dir, &workspace, &accept)?),
+        Op::Discard => {
+            super::discard(dir)?;
+            Done::Discarded { pending: false }
+        }
     })
 }
 

@@ -290,18 +290,33 @@ pub fn checkpoint(dir: &Path, label: Option<&str>) -> Result<String, LayerError>
 /// Brings the layer at `dir` back to the checkpoint `label`: the levels above it are dropped
 /// and the upper directory emptied. Unmounted, as [`checkpoint_unmounted`].
 pub fn rollback_unmounted(dir: &Path, label: &str) -> Result<(), LayerError> {
-    let mut all = checkpoints(dir)?;
+    let all = checkpoints(dir)?;
     let Some(depth) = all.iter().find(|c| c.label == label).map(|c| c.depth) else {
         return Err(LayerError::NoCheckpoint {
             label: label.into(),
             layer: dir.into(),
         });
     };
+    keep(
+        dir,
+        depth,
+        all.into_iter().filter(|c| c.depth <= depth).collect(),
+    )
+}
+
+/// Drops every change and checkpoint of the layer at `dir`, which then shows the workspace as
+/// it is. Unmounted, as [`checkpoint_unmounted`].
+pub(super) fn empty_unmounted(dir: &Path) -> Result<(), LayerError> {
+    keep(dir, 0, Vec::new())
+}
+
+/// Keeps the lowest `depth` levels of the layer at `dir` and the checkpoints `kept`, and
+/// empties its upper directory.
+fn keep(dir: &Path, depth: usize, kept: Vec<Checkpoint>) -> Result<(), LayerError> {
     let mut stack = levels(dir)?;
     let dropped = stack.split_off(depth.min(stack.len()));
     write_stack(dir, &stack)?;
-    all.retain(|c| c.depth <= depth);
-    write_checkpoints(dir, &all)?;
+    write_checkpoints(dir, &kept)?;
     renew_upper(dir, |upper| {
         let _ = opened_up(upper);
         fs::remove_dir_all(upper).and_then(|()| fs::create_dir(upper))

@@ -339,6 +339,11 @@ class AsyncSession:
         accepted = (await self._layer(request))["accepted"]
         return [(str(change["kind"]), str(change["path"])) for change in accepted]
 
+    async def discard(self) -> None:
+        """Drops every change and checkpoint of the layer at once; the session goes on over
+        the workspace as it is, and the layer is removed when the session ends."""
+        await self._layer({"layer": "discard"})
+
     async def _layer(self, request: dict[str, Any]) -> dict[str, Any]:
         """Sends a request that may touch the layer: a refusal is a :class:`LayerError`."""
         try:

@@ -197,6 +197,10 @@ class Session:
         """Accepts the layer's changes into the workspace (see :meth:`AsyncSession.accept`)."""
         return self._run(self._session.accept(paths, unprotect=unprotect))
 
+    def discard(self) -> None:
+        """Drops the changes, and the layer at the end (see :meth:`AsyncSession.discard`)."""
+        self._run(self._session.discard())
+
     def cancel(self) -> bool:
         """Cancels the call running (from another thread); see :meth:`AsyncSession.cancel`."""
         return self._run(self._session.cancel())
