@@ -316,6 +316,15 @@ fn odd_names_are_quoted_in_the_diff_as_git_quotes_them() {
 }
 
 /// Runs a bash command in the layer `layer` over the workspace of `c`.
+/// Asserts that the data directory holds no layer, nor anything a layer left.
+fn assert_no_layer_left(c: &Cordon) {
+    let left: Vec<_> = std::fs::read_dir(c.data_dir().join("cordon/layers"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 fn bash_in(c: &Cordon, layer: &str, command: &str) -> String {
     let input = json!({ "command": command }).to_string();
     ok(c.run(&["--layer", layer, "call", "bash", &input]))
@@ -479,11 +488,7 @@ fn twenty_forks_each_end_in_their_own_patch() {
     assert_eq!(c.read("a.txt"), "one\ntwo\n");
     assert_eq!(c.read("f1.txt"), "1\n");
     ok(c.run(&["layer", "discard", "f1"]));
-    let left: Vec<_> = std::fs::read_dir(c.data_dir().join("cordon/layers"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert_no_layer_left(&c);
 }
 
 #[test]
@@ -602,11 +607,7 @@ fn another_terminal_changes_a_layer_in_use_between_its_calls() {
         ["a.txt", "four.txt"]
     );
     ok(c.run(&["layer", "discard", "other"]));
-    let left: Vec<_> = std::fs::read_dir(c.data_dir().join("cordon/layers"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert_no_layer_left(&c);
 }
 
 #[test]
