@@ -6,7 +6,7 @@
 //! session, a tool of the layer, or `cordon layer` from another terminal through the layer's
 //! control socket ([`super::control`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -61,11 +61,6 @@ impl Live {
     /// The layer's merged tree, as this process reaches it.
     pub fn merged(&self) -> PathBuf {
         self.held.keeper.merged()
-    }
-
-    /// The layer's directory.
-    pub fn dir(&self) -> &Path {
-        &self.held.dir
     }
 
     /// Held by a call for as long as it runs: the layer's mount stays as it is meanwhile.

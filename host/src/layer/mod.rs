@@ -21,7 +21,7 @@ pub mod op;
 pub mod patch;
 pub mod stack;
 
-pub use control::SOCKET;
+use control::SOCKET;
 pub use live::Live;
 pub use op::{Accept, Done, Op, apply};
 
