@@ -35,6 +35,9 @@ pub enum Role {
     PluginDir,
     /// A plugin's component or manifest.
     PluginFile,
+    /// The layers (`<data dir>/layers`, and a layer named by a path): their stack files name
+    /// the directories cordon mounts, their workspace files where an accept writes.
+    Layers,
 }
 
 impl Role {
@@ -46,6 +49,7 @@ impl Role {
             Role::CacheDir => "cache directory",
             Role::PluginDir => "plugin directory",
             Role::PluginFile => "plugin file",
+            Role::Layers => "layer directory",
         }
     }
 
@@ -59,6 +63,7 @@ impl Role {
                 Setting::CacheDir(Some("DIR".into()))
             ),
             Role::PluginDir | Role::PluginFile => Setting::Plugins(Some("DIR".into())).to_string(),
+            Role::Layers => "XDG_DATA_HOME".into(),
         }
     }
 
@@ -122,7 +127,8 @@ struct Grant {
 fn move_hint() -> String {
     format!(
         "cordon's cache: {}, CORDON_CACHE_DIR or XDG_CACHE_HOME; config directory and cache key: \
-         XDG_CONFIG_HOME; config file: {}; plugins: {}",
+         XDG_CONFIG_HOME; config file: {}; plugins: {}; layers: XDG_DATA_HOME, or a layer \
+         named by a path",
         Setting::CacheDir(Some("DIR".into())),
         Setting::ConfigFile(Some("FILE".into())),
         Setting::Plugins(Some("DIR".into()))
@@ -193,6 +199,8 @@ pub fn paths(resolved: &Resolved, specs: &[Spec]) -> Vec<Own> {
     paths.extend(resolved.config.clone().map(|f| (Role::ConfigFile, f)));
     paths.extend(resolved.cache_key.clone().map(|f| (Role::CacheKey, f)));
     paths.extend(resolved.cache_dir.clone().map(|d| (Role::CacheDir, d)));
+    paths.extend(crate::config::data_dir().map(|d| (Role::Layers, d.join("layers"))));
+    paths.extend(resolved.layer.clone().map(|d| (Role::Layers, d)));
     paths.extend(
         resolved
             .plugin_dirs

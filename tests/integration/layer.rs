@@ -667,6 +667,35 @@ fn another_terminal_waits_for_the_running_call_and_accepts_while_the_session_goe
 }
 
 #[test]
+fn no_tool_may_write_the_layers_whose_files_say_what_cordon_mounts() {
+    // A command that could write a layer's stack file could have its keeper mount any
+    // directory of the user's under the workspace; its workspace file, have accept write there.
+    let c = Cordon::new();
+    let layers = c.data_dir().join("cordon/layers");
+    std::fs::create_dir_all(&layers).unwrap();
+    let refused = |args: &[&str]| {
+        let refused = c.run(&[args, &["call", "bash", r#"{"command": "true"}"#]].concat());
+        assert_eq!(refused.code, 2, "{refused:?}");
+        assert!(
+            refused.stderr.contains("cordon's layer directory")
+                && refused.stderr.contains("XDG_DATA_HOME"),
+            "{}",
+            refused.stderr
+        );
+    };
+    let data = c.data_dir().display().to_string();
+    refused(&["--layer", "w", "--bash-write", &data]);
+    refused(&[
+        "--layer",
+        "w",
+        "--bash-write",
+        &layers.join("w/levels").display().to_string(),
+    ]);
+    // Without a layer too: the next cordon with one would mount what was forged.
+    refused(&["--bash-write", &data]);
+}
+
+#[test]
 fn a_command_cannot_change_its_own_layer_through_the_control_socket() {
     // Granted to see the layer's directory, with sockets of any family: the socket is in
     // reach, and the running cordon refuses what comes from its sandbox.
