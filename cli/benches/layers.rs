@@ -10,6 +10,8 @@
 //! - `diff` and `accept` of a layer holding 10 new files, in the large workspace against an
 //!   empty one: their time follows the files changed, not the workspace (at most 1.5×, room for
 //!   the noise of a whole process's start);
+//! - `checkpoint`: `cordon layer checkpoint` from another terminal of a layer no cordon runs in
+//!   against one a running session holds, which does it between its calls: a figure;
 //! - `build`: `cargo build` of a small crate (150 modules, no dependencies) as one call of a
 //!   session (`--toolchains`), with a fresh layer against none: within 10 %. Skipped, with the
 //!   reason, when cargo is not installed.
@@ -87,6 +89,51 @@ fn main() {
             "{name} of {CHANGED} changed files, large workspace against empty: {ratio:.2}x \
              (target: at most 1.50x): {}",
             met(ratio <= 1.5)
+        );
+    }
+
+    // From another terminal, a checkpoint of a layer a running session holds (that session
+    // does it between its calls, remounting the layer) and of one no cordon runs in (done by
+    // `cordon layer` itself): a figure, with no target. Each freezes one file written before.
+    let workspace = tempfile::tempdir().expect("a workspace");
+    let layers = bench.scratch.join("layers");
+    std::fs::create_dir_all(&layers).unwrap();
+    let (idle, held) = (layers.join("idle"), layers.join("held"));
+    let mut session = Running::start(bench.command(workspace.path(), Some(&held)));
+    let mut written = 0;
+    let checkpoint = |layer: &Path| {
+        bench.run(
+            Command::new(&bench.cordon)
+                .env("XDG_DATA_HOME", bench.scratch.join("data"))
+                .args(["layer", "checkpoint"])
+                .arg(layer),
+        )
+    };
+    let [of_idle, of_held] = turns(
+        runs,
+        || {
+            written += 1;
+            let write = format!(r#"{{"command":"echo {written} > idle{written}.txt"}}"#);
+            bench.run(
+                bench
+                    .command(workspace.path(), Some(&idle))
+                    .args(["call", "bash", &write]),
+            );
+            [checkpoint(&idle)]
+        },
+        || {
+            session.bash("echo > held$RANDOM$RANDOM.txt");
+            [checkpoint(&held)]
+        },
+    );
+    row("checkpoint: idle, in use", of_idle[0], of_held[0]);
+    session.finish();
+    for layer in [&idle, &held] {
+        bench.run(
+            bench
+                .command(workspace.path(), None)
+                .args(["layer", "discard"])
+                .arg(layer),
         );
     }
 
@@ -207,6 +254,47 @@ impl Bench {
         let out = command.stdin(Stdio::null()).output().expect("cordon runs");
         assert!(out.status.success(), "{command:?}: {out:?}");
         started.elapsed()
+    }
+}
+
+/// A `cordon session` kept running, called one request at a time.
+struct Running {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Running {
+    fn start(mut command: Command) -> Running {
+        let mut child = command
+            .arg("session")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the session starts");
+        let input = child.stdin.take().unwrap();
+        let output = std::io::BufReader::new(child.stdout.take().unwrap());
+        Running {
+            child,
+            input,
+            output,
+        }
+    }
+
+    /// Runs `command` with the bash tool, which must exit 0.
+    fn bash(&mut self, command: &str) {
+        use std::io::{BufRead, Write};
+        let request = serde_json::json!({"tool": "bash", "input": {"command": command}});
+        writeln!(self.input, "{request}").unwrap();
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        assert!(line.contains(r#""exit":{"code":0}"#), "{line}");
+    }
+
+    fn finish(self) {
+        drop(self.input);
+        let mut child = self.child;
+        assert!(child.wait().unwrap().success());
     }
 }
 
