@@ -36,7 +36,7 @@ pub mod watch;
 mod workers;
 
 /// The confined shell behind the `shell` capability, re-exported so that an embedder needs
-/// one dependency (and calls [`shell::run_helper_if_asked`] at the top of its `main`).
+/// one dependency (and calls [`sandbox::run_helper_if_asked`] at the top of its `main`).
 pub use cordon_sandbox as sandbox;
 pub use error::Error;
 pub use options::Options;

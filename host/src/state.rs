@@ -39,7 +39,7 @@ pub(crate) struct State {
     pub(crate) exit: Option<crate::sandbox::Status>,
     /// The connections the proxy refused to the plugin's shell commands.
     pub(crate) blocked: Vec<crate::sandbox::Blocked>,
-    /// The refusals of the plugin's own writes to protected paths ([`crate::caps::fs`]).
+    /// The refusals of the plugin's own writes to protected paths (`caps::fs`).
     pub(crate) protected: Vec<String>,
     /// What the front door follows the call's shell commands with.
     pub(crate) watch: crate::watch::Watch,

@@ -5,7 +5,7 @@
 //! One mount per layer, because overlayfs leaves two mounts sharing an upper directory
 //! undefined. Who needs the layer reaches that one mount: the host's file tools through
 //! `/proc/<keeper>/root/<layer>/merged` ([`Keeper::merged`]), a shell's view by asking the
-//! keeper's socket for a detached copy of it ([`receive`]; a mount cannot be cloned from another
+//! keeper's socket for a detached copy of it (`receive`; a mount cannot be cloned from another
 //! mount namespace, but a detached copy passed over a socket can be attached in any).
 //!
 //! As root, commands run as the sandbox user, to whom an overlay mount cannot be id-mapped:
@@ -17,7 +17,7 @@
 //! On its standard input it also takes `unmount` and `mount` lines, between which its cordon
 //! changes the layer's levels ([`Keeper::remounting`]); it answers each with `ready` or
 //! `error: WHY`. It notes when it mounted the layer, so a shell's helper whose view holds an
-//! older mount is started again ([`generation`]).
+//! older mount is started again (`generation`).
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -73,7 +73,7 @@ pub enum KeeperError {
     Path { workspace: PathBuf, path: PathBuf },
     #[error("cannot start the layer keeper {}: {source}", helper.display())]
     Start { helper: PathBuf, source: io::Error },
-    /// What the keeper itself said ([`MountError`], as text: it crossed a process).
+    /// What the keeper itself said (`MountError`, as text: it crossed a process).
     #[error("{0}")]
     Refused(String),
     #[error(
@@ -214,7 +214,7 @@ impl Keeper {
             .join(inside.strip_prefix("/").unwrap_or(&inside))
     }
 
-    /// The socket a shell asks for a copy of the merged tree ([`receive`]).
+    /// The socket a shell asks for a copy of the merged tree (`receive`).
     pub fn socket(&self) -> PathBuf {
         self.dir.join(SOCKET)
     }

@@ -18,7 +18,7 @@
 //! archives, and break git where git reads a file). What a command makes that these rules
 //! protect without its view having covered it (a `.envrc`, a git directory made during the
 //! call) is judged as soon as the helper hears of it and again once the command is over
-//! ([`super::quarantine`]). `Guard::unprotect` relaxes a path and everything below it.
+//! (`quarantine`). `Guard::unprotect` relaxes a path and everything below it.
 
 use std::path::{Component, Path, PathBuf};
 

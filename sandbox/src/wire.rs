@@ -1,7 +1,7 @@
 //! What the host, the sandbox helper and the zygote tell each other.
 //!
 //! A confined shell is one helper for many commands: the host sends it the [`Setup`] once,
-//! then a [`Run`] per command, each with the command's own pipes attached (`SCM_RIGHTS`); the
+//! then a [`ToHelper::Run`] per command, each with the command's own pipes attached (`SCM_RIGHTS`); the
 //! helper asks the zygote to start each command ([`ToZygote`]) and hears back when it ended
 //! ([`FromZygote`]). Messages are JSON frames (a 4-byte length, then the text) on Unix stream
 //! sockets, descriptors riding on a frame's first byte ([`send`], [`recv`]).

@@ -335,7 +335,7 @@ pub fn rollback(dir: &Path, label: &str) -> Result<(), LayerError> {
 
 /// Makes the layer `new` from the current state of the layer at `dir`, sharing its levels,
 /// after freezing its upper directory (which needs the layer unmounted: `unmounted`). The
-/// fork keeps the checkpoints; `new` must be [`free`].
+/// fork keeps the checkpoints; `new` must be free (`free`).
 pub fn fork_unmounted(dir: &Path, new: &Path) -> Result<(), LayerError> {
     let stack = freeze(dir)?;
     make_fork(dir, new, &stack)

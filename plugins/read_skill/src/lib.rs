@@ -4,7 +4,7 @@
 //! grant: `<dir>/<name>.md`, or `<dir>/<name>/SKILL.md` when there is no flat file. The tool
 //! is declared only when the directory holds at least one skill; its description is a fixed
 //! sentence followed by the catalogue, one ` <name> — <description>` line per skill sorted by
-//! name (see [`describe`] for where the description comes from). A call returns the whole
+//! name (see [`describe()`] for where the description comes from). A call returns the whole
 //! markdown of the named skill.
 //!
 //! Names starting with `.` (hidden files and directories) and names that are not valid UTF-8
