@@ -80,7 +80,7 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::R
                     ChangeKind::Modified => "modified",
                     ChangeKind::Deleted => "deleted",
                 };
-                println!("{what:<8} {}", change.path.display());
+                println!("{what:<8} {}", escape(&change.path.display().to_string()));
             }
         }
         Done::Diff(text) => std::io::stdout().lock().write_all(text.as_bytes())?,

@@ -315,6 +315,42 @@ fn odd_names_are_quoted_in_the_diff_as_git_quotes_them() {
     );
 }
 
+#[test]
+fn a_layer_in_use_accepts_names_that_are_not_utf8_or_hold_escapes() {
+    use std::os::unix::ffi::OsStrExt;
+    let c = Cordon::new().with_args(&["--layer", "w"]);
+    let mut live = Live::start(&c);
+    live.bash(r#"printf x > "$(printf 'odd\377')"; printf y > "$(printf 'esc\033[2K')"; printf z > plain.txt"#);
+    // Chosen by its exact bytes, from another terminal, while the session runs.
+    let odd = std::ffi::OsStr::from_bytes(b"odd\xff");
+    let run: Run = c
+        .command()
+        .args(["layer", "accept", "w"])
+        .arg(odd)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(run.stdout, "added    odd\u{fffd}\n", "{run:?}");
+    assert_eq!(std::fs::read(c.root().join(odd)).unwrap(), b"x");
+    // The session's answer carries a name that is not UTF-8 as its bytes; the terminal gets
+    // an escape shown, not obeyed.
+    live.send(json!({"layer": "accept", "paths": ["plain.txt"]}));
+    assert_eq!(
+        live.receive(),
+        json!({"accepted": [{"path": "plain.txt", "kind": "added"}]})
+    );
+    let run = ok(c.run(&["layer", "accept", "w"]));
+    assert_eq!(run, "added    esc\\x1b[2K\n");
+    assert_eq!(c.read("esc\x1b[2K"), "y");
+    live.bash(r#"printf w > "$(printf 'odd\376')""#);
+    live.send(json!({"layer": "accept"}));
+    assert_eq!(
+        live.receive(),
+        json!({"accepted": [{"path": [111, 100, 100, 254], "kind": "added"}]})
+    );
+    live.finish();
+}
+
 /// Runs a bash command in the layer `layer` over the workspace of `c`.
 /// Asserts that the data directory holds no layer, nor anything a layer left.
 fn assert_no_layer_left(c: &Cordon) {

@@ -235,6 +235,7 @@ pub enum ChangeKind {
 /// One changed file (or symbolic link) of a layer, relative to the workspace.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Change {
+    #[serde(with = "op::path")]
     pub path: PathBuf,
     pub kind: ChangeKind,
     /// The layer's version of the file: in its upper directory or in a frozen level (none

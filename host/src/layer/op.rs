@@ -41,11 +41,11 @@ pub enum Op {
 /// yes to that change).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accept {
-    #[serde(default)]
+    #[serde(default, with = "path::many")]
     pub paths: Vec<PathBuf>,
-    #[serde(default)]
+    #[serde(default, with = "path::many")]
     pub unprotect: Vec<PathBuf>,
-    #[serde(default)]
+    #[serde(default, with = "path::many")]
     pub allowed: Vec<PathBuf>,
 }
 
@@ -109,4 +109,64 @@ pub(super) fn labels(dir: &Path) -> Result<Done, LayerError> {
     Ok(Done::Checkpoints(
         all.into_iter().map(|c| c.label).collect(),
     ))
+}
+
+/// A path as an operation or its answer carries it (`#[serde(with = "path")]`): a string, or
+/// for one that is not UTF-8 the array of its bytes. serde's own form, a string, fails on such
+/// a path, which a layer may hold.
+pub(super) mod path {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::path::{Path, PathBuf};
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Form {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    fn form(path: &Path) -> Form {
+        match path.to_str() {
+            Some(text) => Form::Text(text.to_string()),
+            None => Form::Bytes(path.as_os_str().as_bytes().to_vec()),
+        }
+    }
+
+    fn path(form: Form) -> PathBuf {
+        match form {
+            Form::Text(text) => PathBuf::from(text),
+            Form::Bytes(bytes) => PathBuf::from(OsString::from_vec(bytes)),
+        }
+    }
+
+    pub fn serialize<S: Serializer>(value: &Path, serializer: S) -> Result<S::Ok, S::Error> {
+        form(value).serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<PathBuf, D::Error> {
+        Form::deserialize(deserializer).map(path)
+    }
+
+    /// A list of paths, each as above.
+    pub mod many {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(
+            value: &[PathBuf],
+            serializer: S,
+        ) -> Result<S::Ok, S::Error> {
+            let forms: Vec<Form> = value.iter().map(|p| form(p)).collect();
+            forms.serialize(serializer)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            deserializer: D,
+        ) -> Result<Vec<PathBuf>, D::Error> {
+            Vec::<Form>::deserialize(deserializer)
+                .map(|forms| forms.into_iter().map(path).collect())
+        }
+    }
 }
