@@ -15,6 +15,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,7 +75,12 @@ impl Server {
                         return;
                     }
                     match accepted {
-                        Ok((stream, _)) => serve(&held, stream),
+                        // A connection that panics ends alone: the socket goes on serving
+                        // (a dead thread would leave every later client waiting).
+                        Ok((stream, _)) => {
+                            let serving = AssertUnwindSafe(|| serve(&held, stream));
+                            let _ = std::panic::catch_unwind(serving);
+                        }
                         // Out of descriptors, say: the next connection may fare better.
                         Err(_) => std::thread::sleep(Duration::from_millis(10)),
                     }
