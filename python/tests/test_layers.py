@@ -3,6 +3,7 @@ sees of them (nothing, until the layer is accepted)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -54,6 +55,9 @@ def test_accept_and_discard_while_the_session_goes_on(
         assert sorted(taken) == [("added", ".git/hooks/post-merge"), ("added", "b.txt")]
         assert s.diff() == ""
         assert s.bash("cat a.txt b.txt").output == "one\ntwo\nb\n"
+        s.bash("printf x > \"$(printf 'odd\\377')\"")
+        assert s.accept() == [("added", os.fsdecode(b"odd\xff"))]
+        assert (workspace / os.fsdecode(b"odd\xff")).read_bytes() == b"x"
         s.bash("echo c > c.txt")
         s.discard()
         assert s.diff() == "" and s.checkpoints() == []

@@ -328,7 +328,8 @@ class AsyncSession:
     ) -> list[tuple[str, str]]:
         """Copies the layer's changes at or below ``paths`` (all when none) into the real
         workspace, each file atomically, between two calls; returns what it took as
-        ``(kind, path)`` pairs, ``kind`` one of ``added``, ``modified``, ``deleted``. A change to
+        ``(kind, path)`` pairs, ``kind`` one of ``added``, ``modified``, ``deleted`` (a name
+        that is not UTF-8 as :func:`os.fsdecode` gives it). A change to
         a protected path (git hooks, ``.envrc``, …) refuses the whole accept with a
         :class:`LayerError`, unless ``unprotect`` (or the session's own) names it."""
         request: dict[str, Any] = {
@@ -337,7 +338,7 @@ class AsyncSession:
             "unprotect": [os.fspath(p) for p in unprotect],
         }
         accepted = (await self._layer(request))["accepted"]
-        return [(str(change["kind"]), str(change["path"])) for change in accepted]
+        return [(str(change["kind"]), _path(change["path"])) for change in accepted]
 
     async def discard(self) -> None:
         """Drops every change and checkpoint of the layer at once; the session goes on over
@@ -625,3 +626,9 @@ def _how(returncode: int | None) -> str:
         except ValueError:
             return f"(killed by signal {-returncode})"
     return f"(exit status {returncode})"
+
+
+def _path(value: Any) -> str:
+    """A path of cordon's answer: a string, or the bytes of a name that is not UTF-8, named as
+    :func:`os.fsdecode` names it."""
+    return os.fsdecode(bytes(value)) if isinstance(value, list) else str(value)
