@@ -2,6 +2,9 @@
 //! socket in the layer's directory ([`SOCKET`]) that takes one operation a connection and
 //! does it between two of that cordon's calls ([`super::Live`]).
 //!
+//! [`apply`] is the other end, what `cordon layer` calls: it asks that cordon, or does the
+//! operation itself when no cordon runs in the layer.
+//!
 //! The wire is a line of JSON each way: the operation ([`Op`], as a session's request), then
 //! `"waiting"` while a call runs, then `{"done": …}` or `{"error": TEXT}`.
 //!
@@ -23,9 +26,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::live::Held;
-use super::op::{Done, Op};
-use super::{LayerError, io_at};
+use super::op::{self, Done, Op};
+use super::{LayerError, io_at, stack};
 
 /// The control socket, in the layer's directory.
 pub const SOCKET: &str = "control.sock";
@@ -56,9 +58,14 @@ pub(super) struct Server {
     path: PathBuf,
 }
 
+/// What does an operation for the socket: `waiting` is told first when it must wait for a
+/// call to end.
+pub(super) type Handler = dyn Fn(Op, &dyn Fn()) -> Result<Done, LayerError> + Send + Sync;
+
 impl Server {
-    pub(super) fn start(held: Arc<Held>) -> io::Result<Server> {
-        let path = held.dir.join(SOCKET);
+    /// Serves the socket of the layer at `dir`, each operation done by `handler`.
+    pub(super) fn start(dir: &Path, handler: Box<Handler>) -> io::Result<Server> {
+        let path = dir.join(SOCKET);
         // The keeper holds the layer's lock: a socket found here is an ended cordon's.
         let _ = fs::remove_file(&path);
         let listener = UnixListener::bind(&path)?;
@@ -78,7 +85,7 @@ impl Server {
                         // A connection that panics ends alone: the socket goes on serving
                         // (a dead thread would leave every later client waiting).
                         Ok((stream, _)) => {
-                            let serving = AssertUnwindSafe(|| serve(&held, stream));
+                            let serving = AssertUnwindSafe(|| serve(&*handler, stream));
                             let _ = std::panic::catch_unwind(serving);
                         }
                         // Out of descriptors, say: the next connection may fare better.
@@ -109,7 +116,7 @@ impl Drop for Server {
 }
 
 /// Answers one connection.
-fn serve(held: &Held, stream: UnixStream) {
+fn serve(handler: &Handler, stream: UnixStream) {
     let send = |reply: &Reply| {
         let mut line = serde_json::to_string(reply).expect("a reply serializes");
         line.push('\n');
@@ -123,10 +130,7 @@ fn serve(held: &Held, stream: UnixStream) {
             serde_json::from_str(&line)
                 .map_err(|e| format!("not a layer operation ({e}): {line:?}"))
         })
-        .and_then(|op| {
-            held.apply_blocking(op, || send(&Reply::Waiting))
-                .map_err(|e| e.to_string())
-        });
+        .and_then(|op| handler(op, &|| send(&Reply::Waiting)).map_err(|e| e.to_string()));
     send(&match answer {
         Ok(done) => Reply::Done(done),
         Err(why) => Reply::Error(why),
@@ -180,6 +184,37 @@ fn peer_allowed(stream: &UnixStream) -> Result<(), String> {
                 .into(),
         ),
     }
+}
+
+/// Does `op` to the layer at `dir`, from any process. When a running cordon uses the layer,
+/// that cordon does what changes it between two of its calls ([`super::Live`]); `waiting` is
+/// told when a call is running and the operation waits for its end. Else it is done here,
+/// the layer locked.
+pub fn apply(dir: &Path, op: Op, waiting: impl FnMut()) -> Result<Done, LayerError> {
+    let workspace = super::workspace_of(dir)?;
+    if !op.reads()
+        && let Some(answer) = ask(dir, &op, waiting)?
+    {
+        return answer;
+    }
+    Ok(match op {
+        Op::Diff { stat } => Done::Diff(super::diff(dir, &workspace, stat)?),
+        Op::Checkpoints => op::labels(dir)?,
+        Op::Checkpoint { label } => Done::Checkpoint(stack::checkpoint(dir, label.as_deref())?),
+        Op::Rollback { label } => {
+            stack::rollback(dir, &label)?;
+            Done::RolledBack(label)
+        }
+        Op::Fork { name } => {
+            stack::fork(dir, &super::dir(&name)?)?;
+            Done::Fork(name)
+        }
+        Op::Accept(accept) => Done::Accepted(super::accept(dir, &workspace, &accept)?),
+        Op::Discard => {
+            super::discard(dir)?;
+            Done::Discarded { pending: false }
+        }
+    })
 }
 
 /// Asks the running cordon that holds the layer at `dir` to do `op`, telling `waiting` when

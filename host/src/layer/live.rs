@@ -26,9 +26,9 @@ pub struct Live {
 
 /// What the session and the control socket share of a live layer.
 #[derive(Debug)]
-pub(super) struct Held {
+struct Held {
     keeper: Keeper,
-    pub(super) dir: PathBuf,
+    dir: PathBuf,
     workspace: PathBuf,
     /// Shared by the calls running; taken alone by an operation that changes the mount.
     gate: RwLock<()>,
@@ -50,7 +50,9 @@ impl Live {
             gate: RwLock::new(()),
             discarded: AtomicBool::new(false),
         });
-        let control = control::Server::start(held.clone())
+        let serving = held.clone();
+        let handler = Box::new(move |op, waiting: &dyn Fn()| serving.apply_blocking(op, waiting));
+        let control = control::Server::start(&held.dir, handler)
             .map_err(super::io_at("listen in the layer", &held.dir))?;
         Ok(Live {
             _control: control,
@@ -83,11 +85,7 @@ impl Live {
 impl Held {
     /// Does `op` from a thread outside the runtime, alone; `waiting` is told first when a
     /// call is running, whose end it waits for.
-    pub(super) fn apply_blocking(
-        &self,
-        op: Op,
-        waiting: impl FnOnce(),
-    ) -> Result<Done, LayerError> {
+    fn apply_blocking(&self, op: Op, waiting: &dyn Fn()) -> Result<Done, LayerError> {
         let _alone = self.gate.try_write().unwrap_or_else(|_| {
             waiting();
             self.gate.blocking_write()

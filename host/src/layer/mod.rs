@@ -22,8 +22,9 @@ pub mod patch;
 pub mod stack;
 
 use control::SOCKET;
+pub use control::apply;
 pub use live::Live;
-pub use op::{Accept, Done, Op, apply};
+pub use op::{Accept, Done, Op};
 
 use crate::sandbox::Policy;
 use crate::sandbox::layer::{Keeper, UPPER};
@@ -69,7 +70,7 @@ pub enum LayerError {
         socket = SOCKET
     )]
     Busy(PathBuf),
-    /// What the running cordon that holds the layer answered ([`op::apply`]).
+    /// What the running cordon that holds the layer answered ([`apply`]).
     #[error("{0}")]
     Answered(String),
     #[error("{0} is a layer already; name a new layer for the fork")]

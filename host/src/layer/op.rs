@@ -1,6 +1,7 @@
 //! What may be asked of a layer, and what each operation answers: one set of operations for a
 //! session's `{"layer": …}` requests, the MCP tools and `cordon layer` from another terminal,
-//! so that a running cordon does for another terminal what its session would ([`apply`]).
+//! so that a running cordon does for another terminal what its session would
+//! ([`super::apply`]).
 //!
 //! Serialized, an operation is the session's request (`{"layer": "rollback", "label": "2"}`)
 //! and its answer the session's answer (`{"rolled_back": "2"}`).
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Change, LayerError, control, stack};
+use super::{Change, LayerError, stack};
 
 /// An operation on a layer.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,37 +71,6 @@ impl Op {
     pub(super) fn reads(&self) -> bool {
         matches!(self, Op::Diff { .. } | Op::Checkpoints)
     }
-}
-
-/// Does `op` to the layer at `dir`, from any process. When a running cordon uses the layer,
-/// that cordon does what changes it between two of its calls ([`super::Live`]); `waiting` is
-/// told when a call is running and the operation waits for its end. Else it is done here,
-/// the layer locked.
-pub fn apply(dir: &Path, op: Op, waiting: impl FnMut()) -> Result<Done, LayerError> {
-    let workspace = super::workspace_of(dir)?;
-    if !op.reads()
-        && let Some(answer) = control::ask(dir, &op, waiting)?
-    {
-        return answer;
-    }
-    Ok(match op {
-        Op::Diff { stat } => Done::Diff(super::diff(dir, &workspace, stat)?),
-        Op::Checkpoints => labels(dir)?,
-        Op::Checkpoint { label } => Done::Checkpoint(stack::checkpoint(dir, label.as_deref())?),
-        Op::Rollback { label } => {
-            stack::rollback(dir, &label)?;
-            Done::RolledBack(label)
-        }
-        Op::Fork { name } => {
-            stack::fork(dir, &super::dir(&name)?)?;
-            Done::Fork(name)
-        }
-        Op::Accept(accept) => Done::Accepted(super::accept(dir, &workspace, &accept)?),
-        Op::Discard => {
-            super::discard(dir)?;
-            Done::Discarded { pending: false }
-        }
-    })
 }
 
 /// The labels of the checkpoints of the layer at `dir`, the oldest first.
