@@ -199,7 +199,7 @@ pub fn paths(resolved: &Resolved, specs: &[Spec]) -> Vec<Own> {
     paths.extend(resolved.config.clone().map(|f| (Role::ConfigFile, f)));
     paths.extend(resolved.cache_key.clone().map(|f| (Role::CacheKey, f)));
     paths.extend(resolved.cache_dir.clone().map(|d| (Role::CacheDir, d)));
-    paths.extend(crate::config::data_dir().map(|d| (Role::Layers, d.join("layers"))));
+    paths.extend(crate::layer::layers_dir().map(|d| (Role::Layers, d)));
     paths.extend(resolved.layer.clone().map(|d| (Role::Layers, d)));
     paths.extend(
         resolved

@@ -218,6 +218,12 @@ impl Keeper {
     pub fn socket(&self) -> PathBuf {
         self.dir.join(SOCKET)
     }
+
+    /// Ends the keeper, and with it the mount, and waits until it has ended.
+    pub fn end(&mut self) {
+        drop(self.io.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let _ = self.child.wait();
+    }
 }
 
 /// Reads the keeper's answer: `ready`, or why not.
@@ -228,14 +234,6 @@ fn answer(stdout: &mut BufReader<ChildStdout>) -> Result<(), KeeperError> {
         (Ok(_), None) if line == "ready\n" => Ok(()),
         (Ok(_), Some(why)) => Err(KeeperError::Refused(why.to_string())),
         (read, _) => Err(KeeperError::EndedEarly(read.err())),
-    }
-}
-
-impl Keeper {
-    /// Ends the keeper, and with it the mount, and waits until it has ended.
-    pub fn end(&mut self) {
-        drop(self.io.lock().unwrap_or_else(|e| e.into_inner()).take());
-        let _ = self.child.wait();
     }
 }
 

@@ -108,12 +108,8 @@ impl Held {
                 self.remounting(|| stack::checkpoint_unmounted(dir, label.as_deref()))?,
             ),
             Op::Rollback { label } => {
-                if !stack::checkpoints(dir)?.iter().any(|c| c.label == label) {
-                    return Err(LayerError::NoCheckpoint {
-                        label,
-                        layer: dir.clone(),
-                    });
-                }
+                // A label that names no checkpoint is refused before the mount is touched.
+                stack::find(dir, &label)?;
                 self.remounting(|| stack::rollback_unmounted(dir, &label))?;
                 Done::RolledBack(label)
             }

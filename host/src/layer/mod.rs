@@ -130,12 +130,22 @@ pub fn dir(name: &str) -> Result<PathBuf, LayerError> {
     if name.contains('/') {
         return std::path::absolute(name).map_err(|_| LayerError::Name(name.into()));
     }
-    let fits = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
-    if name.is_empty() || name.starts_with('.') || !name.chars().all(fits) {
+    if !plain_name(name) {
         return Err(LayerError::Name(name.into()));
     }
-    let data = crate::config::data_dir().ok_or(LayerError::NoDataDir)?;
-    Ok(data.join("layers").join(name))
+    Ok(layers_dir().ok_or(LayerError::NoDataDir)?.join(name))
+}
+
+/// Whether `text` may name a layer or a checkpoint: letters, digits, '.', '_' and '-', not
+/// first '.'.
+fn plain_name(text: &str) -> bool {
+    let fits = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    !text.is_empty() && !text.starts_with('.') && text.chars().all(fits)
+}
+
+/// The directory of the layers named by a name: `<data dir>/layers`.
+pub fn layers_dir() -> Option<PathBuf> {
+    crate::config::data_dir().map(|data| data.join("layers"))
 }
 
 /// The workspace the layer at `dir` lies over.
@@ -163,10 +173,7 @@ pub fn start(dir: &Path, workspace: &Path, shell: &mut Policy) -> Result<Live, L
         Err(_) => {
             // A directory named by path is the layer's own: nothing else may be in it, but
             // the levels a discarded layer left to its forks.
-            let foreign = |e: fs::DirEntry| e.file_name() != std::ffi::OsStr::new(stack::LEVELS);
-            if fs::read_dir(&dir).is_ok_and(|entries| entries.flatten().any(foreign)) {
-                return Err(LayerError::NotALayer(dir));
-            }
+            stack::free(&dir)?;
             make(&dir, workspace)?;
         }
     }
@@ -201,11 +208,7 @@ fn make_private(dir: &Path) -> Result<(), LayerError> {
 /// The layer's changes as a unified diff, or `git diff --stat`'s summary.
 fn diff(dir: &Path, workspace: &Path, stat: bool) -> Result<String, LayerError> {
     let changes = changes(dir, workspace)?;
-    let text = match stat {
-        true => patch::stat(workspace, &changes),
-        false => patch::unified(workspace, &changes),
-    };
-    text.map_err(io_at("read the layer", dir))
+    patch::of(workspace, &changes, stat).map_err(io_at("read the layer", dir))
 }
 
 /// Starts the keeper of the layer at `dir` over `workspace`.
@@ -590,8 +593,7 @@ pub fn probe(workspace: &Path, shell: &Policy) -> Result<(), LayerError> {
     if shell.unconfined {
         return Err(LayerError::Unconfined);
     }
-    let data = crate::config::data_dir().ok_or(LayerError::NoDataDir)?;
-    let layers = data.join("layers");
+    let layers = layers_dir().ok_or(LayerError::NoDataDir)?;
     fs::create_dir_all(&layers).map_err(io_at("create", &layers))?;
     let scratch = tempfile::Builder::new()
         .prefix(".probe-")

@@ -49,6 +49,14 @@ fn sides(workspace: &Path, change: &Change) -> io::Result<(Option<Side>, Option<
     Ok((old, new))
 }
 
+/// The unified diff of `changes` (see [`unified`]), or their summary (`stat`, see [`stat`]).
+pub fn of(workspace: &Path, changes: &[Change], stat: bool) -> io::Result<String> {
+    match stat {
+        true => self::stat(workspace, changes),
+        false => unified(workspace, changes),
+    }
+}
+
 /// The unified diff of `changes`, with git's headers.
 pub fn unified(workspace: &Path, changes: &[Change]) -> io::Result<String> {
     let mut out = String::new();

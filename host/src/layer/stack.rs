@@ -242,15 +242,6 @@ fn merge_into(base: &Path, top: &Path) -> io::Result<()> {
     fs::set_permissions(base, was)
 }
 
-/// Checks a checkpoint's label: as a layer's name.
-fn check_label(label: &str) -> Result<(), LayerError> {
-    let fits = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
-    if label.is_empty() || label.starts_with('.') || !label.chars().all(fits) {
-        return Err(LayerError::Label(label.into()));
-    }
-    Ok(())
-}
-
 /// Takes a checkpoint of the layer at `dir`, named `label` (the next free number when none),
 /// and returns its label. The layer must not be mounted: the caller holds its lock, or is the
 /// session whose keeper unmounted it.
@@ -258,7 +249,9 @@ pub fn checkpoint_unmounted(dir: &Path, label: Option<&str>) -> Result<String, L
     let all = checkpoints(dir)?;
     let label = match label {
         Some(label) => {
-            check_label(label)?;
+            if !super::plain_name(label) {
+                return Err(LayerError::Label(label.into()));
+            }
             if all.iter().any(|c| c.label == label) {
                 return Err(LayerError::LabelTaken(label.into()));
             }
@@ -290,18 +283,21 @@ pub fn checkpoint(dir: &Path, label: Option<&str>) -> Result<String, LayerError>
 /// Brings the layer at `dir` back to the checkpoint `label`: the levels above it are dropped
 /// and the upper directory emptied. Unmounted, as [`checkpoint_unmounted`].
 pub fn rollback_unmounted(dir: &Path, label: &str) -> Result<(), LayerError> {
+    let (all, depth) = find(dir, label)?;
+    let kept = all.into_iter().filter(|c| c.depth <= depth).collect();
+    keep(dir, depth, kept)
+}
+
+/// The checkpoints of the layer at `dir`, and the depth of the one labelled `label`.
+pub(super) fn find(dir: &Path, label: &str) -> Result<(Vec<Checkpoint>, usize), LayerError> {
     let all = checkpoints(dir)?;
-    let Some(depth) = all.iter().find(|c| c.label == label).map(|c| c.depth) else {
-        return Err(LayerError::NoCheckpoint {
+    match all.iter().find(|c| c.label == label).map(|c| c.depth) {
+        Some(depth) => Ok((all, depth)),
+        None => Err(LayerError::NoCheckpoint {
             label: label.into(),
             layer: dir.into(),
-        });
-    };
-    keep(
-        dir,
-        depth,
-        all.into_iter().filter(|c| c.depth <= depth).collect(),
-    )
+        }),
+    }
 }
 
 /// Drops every change and checkpoint of the layer at `dir`, which then shows the workspace as
