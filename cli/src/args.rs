@@ -252,6 +252,21 @@ pub enum LayerCommand {
     },
 }
 
+impl LayerCommand {
+    /// The layer the command acts on.
+    pub fn layer(&self) -> &str {
+        match self {
+            LayerCommand::Diff { layer, .. }
+            | LayerCommand::Accept { layer, .. }
+            | LayerCommand::Discard { layer }
+            | LayerCommand::Checkpoint { layer, .. }
+            | LayerCommand::Rollback { layer, .. }
+            | LayerCommand::Checkpoints { layer }
+            | LayerCommand::Fork { layer, .. } => layer,
+        }
+    }
+}
+
 /// `--log-level`.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 pub enum LogLevel {

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use cordon::layer::{self, Accept, ChangeKind, Done, Op};
-use cordon::sandbox::protect::Guard;
 use cordon::session::display::escape;
 
 use crate::args::LayerCommand;
@@ -18,57 +17,48 @@ use crate::terminal;
 /// about each protected change that `unprotect` does not allow, instead of refusing it.
 /// What changes a layer that a running cordon holds is done by that cordon, between its calls.
 pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::Result<ExitCode> {
-    let (layer, op) = match command {
-        LayerCommand::Diff { layer, stat } => {
-            let dir = layer::dir(&layer)?;
+    let dir = layer::dir(command.layer())?;
+    let op = match command {
+        LayerCommand::Diff { stat, .. } => {
             let workspace = layer::workspace_of(&dir)?;
-            let changes = layer::changes(&dir, &workspace)?;
-            let text = if stat {
-                layer::patch::stat(&workspace, &changes)?
-            } else {
-                layer::patch::unified(&workspace, &changes)?
-            };
+            let judged = layer::judged(&dir, &workspace, &[], unprotect)?;
+            let (changes, refusals): (Vec<_>, Vec<_>) = judged.into_iter().unzip();
+            let text = layer::patch::of(&workspace, &changes, stat)?;
             std::io::stdout().lock().write_all(text.as_bytes())?;
-            let guard = Guard::new(&workspace, unprotect);
-            for change in &changes {
-                if let Some(protected) = guard.rule_for(&workspace.join(&change.path)) {
-                    eprintln!("cordon: {}", escape(&guard.refusal(&protected)));
-                }
+            for refusal in refusals.into_iter().flatten() {
+                eprintln!("cordon: {}", escape(&refusal));
             }
             return Ok(ExitCode::SUCCESS);
         }
-        LayerCommand::Accept { layer, paths } => {
-            let dir = layer::dir(&layer)?;
-            let workspace = layer::workspace_of(&dir)?;
+        LayerCommand::Accept { paths, .. } => {
             let unprotect = unprotect.to_vec();
             let allowed = match ask {
-                true => asked(&dir, &workspace, &paths, &unprotect)?,
+                true => asked(&dir, &paths, &unprotect)?,
                 false => Vec::new(),
             };
-            let accept = Accept {
+            Op::Accept(Accept {
                 paths,
                 unprotect,
                 allowed,
-            };
-            (layer, Op::Accept(accept))
+            })
         }
-        LayerCommand::Checkpoint { layer, label } => (layer, Op::Checkpoint { label }),
-        LayerCommand::Rollback { layer, label } => (layer, Op::Rollback { label }),
-        LayerCommand::Checkpoints { layer } => (layer, Op::Checkpoints),
-        LayerCommand::Discard { layer } => (layer, Op::Discard),
-        LayerCommand::Fork { layer, new } => {
+        LayerCommand::Checkpoint { label, .. } => Op::Checkpoint { label },
+        LayerCommand::Rollback { label, .. } => Op::Rollback { label },
+        LayerCommand::Checkpoints { .. } => Op::Checkpoints,
+        LayerCommand::Discard { .. } => Op::Discard,
+        LayerCommand::Fork { new, .. } => {
             // The fork's directory as this terminal names it, not as the running cordon would.
             let name = layer::dir(&new)?.into_os_string().into_string();
             let name = name.map_err(|path| {
                 anyhow::anyhow!("cannot fork into {path:?}: the path is not UTF-8; use a name")
             })?;
-            (layer, Op::Fork { name })
+            Op::Fork { name }
         }
     };
     let waiting =
         || eprintln!("cordon: the cordon using the layer is running a call; waiting for it to end");
     // The refusals of an accept name the layer's paths: shown, not obeyed.
-    let done = layer::apply(&layer::dir(&layer)?, op, waiting)
+    let done = layer::apply(&dir, op, waiting)
         .map_err(|e| anyhow::anyhow!("{}", escape(&e.to_string())))?;
     match done {
         Done::Checkpoint(label) => println!("{label}"),
@@ -94,15 +84,12 @@ pub fn run(command: LayerCommand, unprotect: &[PathBuf], ask: bool) -> anyhow::R
 }
 
 /// Asks on the terminal about each protected change an accept of `paths` would take, and
-/// returns the paths in the layer of those allowed. One no refuses the whole accept: nothing more is asked.
-fn asked(
-    dir: &Path,
-    workspace: &Path,
-    paths: &[PathBuf],
-    unprotect: &[PathBuf],
-) -> anyhow::Result<Vec<PathBuf>> {
+/// returns the paths in the layer of those allowed. One no refuses the whole accept: nothing
+/// more is asked.
+fn asked(dir: &Path, paths: &[PathBuf], unprotect: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let workspace = layer::workspace_of(dir)?;
     let (mut allowed, mut refused) = (Vec::new(), Vec::new());
-    for (change, refusal) in layer::judged(dir, workspace, paths, unprotect)? {
+    for (change, refusal) in layer::judged(dir, &workspace, paths, unprotect)? {
         let Some(refusal) = refusal else { continue };
         // The path is the layer's: whatever its name holds is shown, not obeyed.
         let question = format!("{refusal}\nAccept {} anyway?", change.path.display());
