@@ -58,11 +58,7 @@ fn main() {
     let [plain, layered] = turns(
         runs,
         || [bench.session(large.path(), None, request)],
-        || {
-            [bench.in_fresh_layer(large.path(), |layer| {
-                bench.session(large.path(), Some(layer), request)
-            })]
-        },
+        || [bench.in_fresh_layer(|layer| bench.session(large.path(), Some(layer), request))],
     );
     row("ready: session, first call", plain[0], layered[0]);
     let more = layered[0].as_secs_f64() - plain[0].as_secs_f64();
@@ -96,46 +92,32 @@ fn main() {
     // does it between its calls, remounting the layer) and of one no cordon runs in (done by
     // `cordon layer` itself): a figure, with no target. Each freezes one file written before.
     let workspace = tempfile::tempdir().expect("a workspace");
-    let layers = bench.scratch.join("layers");
-    std::fs::create_dir_all(&layers).unwrap();
-    let (idle, held) = (layers.join("idle"), layers.join("held"));
-    let mut session = Running::start(bench.command(workspace.path(), Some(&held)));
-    let mut written = 0;
-    let checkpoint = |layer: &Path| {
-        bench.run(
-            Command::new(&bench.cordon)
-                .env("XDG_DATA_HOME", bench.scratch.join("data"))
-                .args(["layer", "checkpoint"])
-                .arg(layer),
-        )
-    };
-    let [of_idle, of_held] = turns(
-        runs,
-        || {
-            written += 1;
-            let write = format!(r#"{{"command":"echo {written} > idle{written}.txt"}}"#);
-            bench.run(
-                bench
-                    .command(workspace.path(), Some(&idle))
-                    .args(["call", "bash", &write]),
+    let [of_idle, of_held] = bench.in_fresh_layer(|idle| {
+        bench.in_fresh_layer(|held| {
+            let mut session = Running::start(bench.command(workspace.path(), Some(held)));
+            let mut written = 0;
+            let times = turns(
+                runs,
+                || {
+                    written += 1;
+                    let write = format!(r#"{{"command":"echo {written} > idle{written}.txt"}}"#);
+                    bench.run(
+                        bench
+                            .command(workspace.path(), Some(idle))
+                            .args(["call", "bash", &write]),
+                    );
+                    [bench.layer("checkpoint", idle)]
+                },
+                || {
+                    session.bash("echo > held$RANDOM$RANDOM.txt");
+                    [bench.layer("checkpoint", held)]
+                },
             );
-            [checkpoint(&idle)]
-        },
-        || {
-            session.bash("echo > held$RANDOM$RANDOM.txt");
-            [checkpoint(&held)]
-        },
-    );
+            session.finish();
+            times
+        })
+    });
     row("checkpoint: idle, in use", of_idle[0], of_held[0]);
-    session.finish();
-    for layer in [&idle, &held] {
-        bench.run(
-            bench
-                .command(workspace.path(), None)
-                .args(["layer", "discard"])
-                .arg(layer),
-        );
-    }
 
     match Command::new("cargo").arg("--version").output() {
         Ok(out) if out.status.success() => {
@@ -143,19 +125,20 @@ fn main() {
             let build =
                 r#"{"tool":"bash","input":{"command":"cargo build -q --offline","timeout":600}}"#;
             let target = krate.path().join("target");
-            let [plain, layered] = turns(
-                runs,
-                || {
-                    let _ = std::fs::remove_dir_all(&target);
-                    [bench.session(krate.path(), None, build)]
-                },
-                || {
-                    let _ = std::fs::remove_dir_all(&target);
-                    [bench.in_fresh_layer(krate.path(), |layer| {
-                        bench.session(krate.path(), Some(layer), build)
-                    })]
-                },
-            );
+            let [plain, layered] =
+                turns(
+                    runs,
+                    || {
+                        let _ = std::fs::remove_dir_all(&target);
+                        [bench.session(krate.path(), None, build)]
+                    },
+                    || {
+                        let _ = std::fs::remove_dir_all(&target);
+                        [bench.in_fresh_layer(|layer| {
+                            bench.session(krate.path(), Some(layer), build)
+                        })]
+                    },
+                );
             row(
                 &format!("build: cargo, {MODULES} modules"),
                 plain[0],
@@ -205,25 +188,29 @@ impl Bench {
         })
     }
 
-    /// Runs `timed` with a new layer over `workspace`, which is discarded after, untimed.
-    fn in_fresh_layer<T>(&self, workspace: &Path, timed: impl FnOnce(&Path) -> T) -> T {
+    /// Runs `timed` with a new layer, which is discarded after, untimed.
+    fn in_fresh_layer<T>(&self, timed: impl FnOnce(&Path) -> T) -> T {
         let layers = self.scratch.join("layers");
         std::fs::create_dir_all(&layers).unwrap();
         let layer = tempfile::tempdir_in(&layers).unwrap().keep();
         let took = timed(&layer);
-        self.run(
-            self.command(workspace, None)
-                .arg("layer")
-                .arg("discard")
-                .arg(&layer),
-        );
+        self.layer("discard", &layer);
         took
+    }
+
+    /// The time of `cordon layer OPERATION LAYER`.
+    fn layer(&self, operation: &str, layer: &Path) -> Duration {
+        self.run(
+            Command::new(&self.cordon)
+                .args(["layer", operation])
+                .arg(layer),
+        )
     }
 
     /// The times of `cordon layer diff` and `cordon layer accept` of a layer over `workspace`
     /// holding [`CHANGED`] new files; the files are removed from the workspace after.
     fn operations(&self, workspace: &Path) -> [Duration; 2] {
-        self.in_fresh_layer(workspace, |layer| {
+        self.in_fresh_layer(|layer| {
             let make = format!(
                 r#"{{"command":"for i in $(seq {CHANGED}); do echo $i > new$i.txt; done"}}"#
             );
@@ -231,16 +218,8 @@ impl Bench {
                 self.command(workspace, Some(layer))
                     .args(["call", "bash", &make]),
             );
-            let diff = self.run(
-                Command::new(&self.cordon)
-                    .args(["layer", "diff"])
-                    .arg(layer),
-            );
-            let accept = self.run(
-                Command::new(&self.cordon)
-                    .args(["layer", "accept"])
-                    .arg(layer),
-            );
+            let diff = self.layer("diff", layer);
+            let accept = self.layer("accept", layer);
             for i in 1..=CHANGED {
                 std::fs::remove_file(workspace.join(format!("new{i}.txt"))).unwrap();
             }
